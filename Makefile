@@ -1,0 +1,33 @@
+# dlx - the two commands that matter: `make demo` and `make test`.
+PYTHON ?= /usr/bin/python3
+BUILD  ?= build
+PYPATH := $(CURDIR)/$(BUILD)/python:$(CURDIR)/$(BUILD)/fixtures
+
+.PHONY: all build setup demo test test-c test-python bench clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j2
+
+demo: build
+	PYTHONPATH=$(PYPATH) $(PYTHON) examples/demo.py
+
+test: build
+	$(MAKE) --no-print-directory test-c test-python
+
+test-c:
+	ctest --test-dir $(BUILD) --output-on-failure
+
+test-python:
+	PYTHONPATH=$(PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
+
+bench: build
+	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench.py
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,73 @@
+"""make demo: find the frameworks, load the example kernels, call them, say what happened."""
+import os
+import sys
+import time
+
+import dlx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("DLX_BUILD_DIR", os.path.join(HERE, "..", "build"))
+DEVICE_NAMES = {1: "cpu", 2: "cuda", 10: "rocm", 12: "ext_dev (torch PrivateUse1 / Ascend)"}
+
+
+def where(lib, *args):
+    dev = lib.report_device_type(*args)
+    return f"device={DEVICE_NAMES.get(dev, dev)}:{lib.report_device_id(*args)} " \
+           f"stream={hex(lib.report_stream(*args))}"
+
+
+def ns_per_call(fn, *args, n=200000):
+    fn(*args)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(*args)
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+def main():
+    print(f"dlx {os.path.dirname(dlx.__file__)}")
+    print(f"  include dir: {dlx.include_dir()}")
+    saxpy = dlx.load(os.path.join(BUILD, "examples", "saxpy.so"))
+    report = dlx.load(os.path.join(BUILD, "examples", "stream_report.so"))
+    print(f"  loaded {saxpy.path}: kernels {saxpy.kernels}")
+    print(f"  loaded {report.path}: kernels {report.kernels}")
+
+    import numpy as np
+
+    x = np.arange(8, dtype=np.float32)
+    y = np.ones(8, dtype=np.float32)
+    saxpy.saxpy(x, y, 2.0)
+    print(f"numpy {np.__version__}: table {dlx.exchange_api(np.ndarray)}")
+    print(f"  saxpy(x, y, 2.0) -> y = {y.tolist()}")
+    print(f"  {where(report, x)}")
+    print(f"  {ns_per_call(saxpy.saxpy, x, y, 0.0):.0f} ns per saxpy call with 2 numpy arrays")
+
+    try:
+        import torch
+    except ImportError:
+        print("torch: not importable, skipped")
+    else:
+        native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+        how = "native exchange table" if native is not None else "__dlpack__ protocol"
+        print(f"torch {torch.__version__}: {how}")
+        tx = torch.arange(8, dtype=torch.float32)
+        ty = torch.zeros(16, dtype=torch.float32)[::2]  # strided view
+        saxpy.saxpy(tx, ty, 3.0)
+        print(f"  saxpy(x, y[::2], 3.0) -> y = {ty.tolist()}")
+        print(f"  {where(report, tx)}")
+
+    try:
+        import dlx_fixture
+    except ImportError:
+        pass
+    else:
+        print("fixture framework (host memory posing as devices, per-thread streams):")
+        for dev in (2, 10, 12):
+            dlx_fixture.set_stream(dev, 0, 0x1000 + dev)
+            t = dlx_fixture.tensor((4,), device=(dev, 0))
+            print(f"  {where(report, t)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

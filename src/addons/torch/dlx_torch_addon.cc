@@ -1,0 +1,497 @@
+// dlx torch addon: the DLPack 1.3 C exchange table for torch.Tensor.
+//
+// Torch releases before the exchange table existed (1.13 here) have no
+// `__dlpack_c_exchange_api__`; dlx builds this file once per installed torch
+// and installs the table it returns. Everything works on ATen directly: no
+// copies, no stream synchronisation, no Python objects held by exported tensors.
+//
+// Build defines:
+//   DLX_ADDON_IDENTITY    string the builder stamps in (required)
+//   BUILD_WITH_CUDA       current_work_stream answers kDLCUDA natively
+//   BUILD_WITH_ROCM       CUDA-typed tensors are HIP memory: export as kDLROCM,
+//                         and current_work_stream answers kDLROCM natively
+//   BUILD_WITH_TORCH_NPU  current_work_stream answers kDLExtDev from torch_npu
+//                         (BUILD_WITH_ASCEND, the upstream name, is accepted too)
+// Whatever a build does not answer natively goes to the runtime fallback that
+// dlx registers through dlx_addon_set_stream_fallback.
+
+// Ours first: torch 1.13 ships an old (0.x) ATen/dlpack.h under the same
+// include guard. Nothing below includes it today; if a later torch header ever
+// did, the guard makes it a no-op instead of a clash of two layouts.
+#include "dlx/dlpack.h"
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
+
+// Per-operator headers (torch >= 1.13) keep the cold compile short; older
+// torch only has the all-operators header.
+#if __has_include(<ATen/ops/empty.h>) && __has_include(<ATen/ops/from_blob.h>)
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#else
+#include <ATen/ATen.h>
+#endif
+
+#if defined(BUILD_WITH_ROCM)
+// A ROCm torch files HIP devices under "cuda"; its stream API for that is the
+// one hipify maps c10::cuda::getCurrentCUDAStream to. (Needs the HIP platform
+// defines torch's own extension builder passes: -D__HIP_PLATFORM_AMD__ -DUSE_ROCM.)
+#include <ATen/hip/impl/HIPStreamMasqueradingAsCUDA.h>
+#elif defined(BUILD_WITH_CUDA)
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#if defined(BUILD_WITH_ASCEND) && !defined(BUILD_WITH_TORCH_NPU)
+#define BUILD_WITH_TORCH_NPU 1
+#endif
+#ifdef BUILD_WITH_TORCH_NPU
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+#endif
+
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#ifndef DLX_ADDON_IDENTITY
+#error "DLX_ADDON_IDENTITY is not defined: the builder must pass -DDLX_ADDON_IDENTITY='\"<identity>\"' (python -m dlx build-addon does)"
+#endif
+
+#define DLX_ADDON_EXPORT extern "C" __attribute__((visibility("default")))
+
+#define DLX_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||      \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace {
+
+// An error on its way out of the table: `kind` names the Python exception.
+struct AddonError : std::runtime_error {
+  AddonError(const char *kind, const std::string &message)
+      : std::runtime_error(message), kind(kind) {}
+  const char *kind;
+};
+
+[[noreturn]] void Fail(const char *kind, const std::string &message) {
+  throw AddonError(kind, "dlx torch addon: " + message);
+}
+
+// ---- dtypes ---------------------------------------------------------------
+
+DLDataType ToDLDataType(c10::ScalarType type) {
+  using T = c10::ScalarType;
+  switch (type) {
+    case T::Bool: return {kDLBool, 8, 1};
+    case T::Byte: return {kDLUInt, 8, 1};
+    case T::Char: return {kDLInt, 8, 1};
+    case T::Short: return {kDLInt, 16, 1};
+    case T::Int: return {kDLInt, 32, 1};
+    case T::Long: return {kDLInt, 64, 1};
+    case T::Half: return {kDLFloat, 16, 1};
+    case T::BFloat16: return {kDLBfloat, 16, 1};
+    case T::Float: return {kDLFloat, 32, 1};
+    case T::Double: return {kDLFloat, 64, 1};
+    case T::ComplexFloat: return {kDLComplex, 64, 1};
+    case T::ComplexDouble: return {kDLComplex, 128, 1};
+#if DLX_TORCH_AT_LEAST(2, 3)  // wide unsigned integers arrived in torch 2.3
+    case T::UInt16: return {kDLUInt, 16, 1};
+    case T::UInt32: return {kDLUInt, 32, 1};
+    case T::UInt64: return {kDLUInt, 64, 1};
+#endif
+    // Each float8 type came with its own c10 header; its presence is the test.
+#if __has_include(<c10/util/Float8_e5m2.h>)
+    case T::Float8_e5m2: return {kDLFloat8_e5m2, 8, 1};
+#endif
+#if __has_include(<c10/util/Float8_e4m3fn.h>)
+    case T::Float8_e4m3fn: return {kDLFloat8_e4m3fn, 8, 1};
+#endif
+#if __has_include(<c10/util/Float8_e5m2fnuz.h>)
+    case T::Float8_e5m2fnuz: return {kDLFloat8_e5m2fnuz, 8, 1};
+#endif
+#if __has_include(<c10/util/Float8_e4m3fnuz.h>)
+    case T::Float8_e4m3fnuz: return {kDLFloat8_e4m3fnuz, 8, 1};
+#endif
+#if __has_include(<c10/util/Float8_e8m0fnu.h>)
+    case T::Float8_e8m0fnu: return {kDLFloat8_e8m0fnu, 8, 1};
+#endif
+    default:
+      Fail("BufferError", std::string("torch dtype ") + c10::toString(type) +
+                              " has no DLPack equivalent");
+  }
+}
+
+c10::ScalarType ToScalarType(DLDataType dtype) {
+  using T = c10::ScalarType;
+  if (dtype.lanes == 1) {
+    switch (dtype.code) {
+      case kDLBool:
+        if (dtype.bits == 8) return T::Bool;
+        break;
+      case kDLUInt:
+        if (dtype.bits == 8) return T::Byte;
+#if DLX_TORCH_AT_LEAST(2, 3)
+        if (dtype.bits == 16) return T::UInt16;
+        if (dtype.bits == 32) return T::UInt32;
+        if (dtype.bits == 64) return T::UInt64;
+#endif
+        break;
+      case kDLInt:
+        if (dtype.bits == 8) return T::Char;
+        if (dtype.bits == 16) return T::Short;
+        if (dtype.bits == 32) return T::Int;
+        if (dtype.bits == 64) return T::Long;
+        break;
+      case kDLFloat:
+        if (dtype.bits == 16) return T::Half;
+        if (dtype.bits == 32) return T::Float;
+        if (dtype.bits == 64) return T::Double;
+        break;
+      case kDLBfloat:
+        if (dtype.bits == 16) return T::BFloat16;
+        break;
+      case kDLComplex:
+        if (dtype.bits == 64) return T::ComplexFloat;
+        if (dtype.bits == 128) return T::ComplexDouble;
+        break;
+#if __has_include(<c10/util/Float8_e5m2.h>)
+      case kDLFloat8_e5m2:
+        if (dtype.bits == 8) return T::Float8_e5m2;
+        break;
+#endif
+#if __has_include(<c10/util/Float8_e4m3fn.h>)
+      case kDLFloat8_e4m3fn:
+        if (dtype.bits == 8) return T::Float8_e4m3fn;
+        break;
+#endif
+#if __has_include(<c10/util/Float8_e5m2fnuz.h>)
+      case kDLFloat8_e5m2fnuz:
+        if (dtype.bits == 8) return T::Float8_e5m2fnuz;
+        break;
+#endif
+#if __has_include(<c10/util/Float8_e4m3fnuz.h>)
+      case kDLFloat8_e4m3fnuz:
+        if (dtype.bits == 8) return T::Float8_e4m3fnuz;
+        break;
+#endif
+#if __has_include(<c10/util/Float8_e8m0fnu.h>)
+      case kDLFloat8_e8m0fnu:
+        if (dtype.bits == 8) return T::Float8_e8m0fnu;
+        break;
+#endif
+      default:
+        break;
+    }
+  }
+  Fail("TypeError", "DLPack dtype (code " + std::to_string(dtype.code) + ", bits " +
+                        std::to_string(dtype.bits) + ", lanes " +
+                        std::to_string(dtype.lanes) + ") has no torch " TORCH_VERSION " equivalent");
+}
+
+// ---- devices --------------------------------------------------------------
+
+DLDevice ToDLDevice(const c10::Device &device) {
+  // CPU tensors carry index -1 ("no index"); DLPack wants 0 for host memory.
+  const int32_t index = device.has_index() ? device.index() : 0;
+  switch (device.type()) {
+    case c10::DeviceType::CPU:
+      return {kDLCPU, 0};
+    case c10::DeviceType::CUDA:
+#if defined(BUILD_WITH_ROCM) || defined(USE_ROCM)
+      return {kDLROCM, index};  // a ROCm torch files HIP memory under CUDA
+#else
+      return {kDLCUDA, index};
+#endif
+    case c10::DeviceType::PrivateUse1:
+      return {kDLExtDev, index};  // torch_npu (Ascend) and other out-of-tree devices
+    default:
+      Fail("BufferError", "cannot export a tensor on device '" + device.str() +
+                              "': only cpu, cuda and privateuseone map to DLPack here");
+  }
+}
+
+c10::Device ToTorchDevice(DLDevice device) {
+  const auto index = static_cast<c10::DeviceIndex>(device.device_id);
+  switch (device.device_type) {
+    case kDLCPU:
+      return c10::Device(c10::DeviceType::CPU);
+    case kDLCUDA:
+    case kDLROCM:  // a ROCm torch calls HIP devices "cuda"
+      return c10::Device(c10::DeviceType::CUDA, index);
+    case kDLExtDev:
+      return c10::Device(c10::DeviceType::PrivateUse1, index);
+    default:
+      Fail("ValueError", "DLPack device type " + std::to_string(device.device_type) +
+                             " has no torch device (supported: kDLCPU, kDLCUDA, kDLROCM, kDLExtDev)");
+  }
+}
+
+// ---- export ---------------------------------------------------------------
+
+// One allocation per exported tensor: the managed tensor, a reference that
+// keeps the storage alive, then shape[ndim] and strides[ndim]. Shape and
+// strides are copies because in-place ops (t_(), resize_()) may rewrite the
+// TensorImpl's own arrays while the consumer still holds the view.
+struct ExportedTensor {
+  DLManagedTensorVersioned managed;
+  at::Tensor keep_alive;
+  int64_t *dims() { return reinterpret_cast<int64_t *>(this + 1); }
+};
+static_assert(alignof(ExportedTensor) >= alignof(int64_t), "dims follow the header");
+
+void DeleteExported(DLManagedTensorVersioned *self) {
+  // No GIL needed: only an at::Tensor is released, and torch takes the GIL
+  // itself for storages that wrap Python objects.
+  auto *exported = static_cast<ExportedTensor *>(self->manager_ctx);
+  exported->~ExportedTensor();
+  ::operator delete(exported);
+}
+
+const at::Tensor &UnpackTensor(void *py_object) {
+  auto *obj = static_cast<PyObject *>(py_object);
+  if (!THPVariable_Check(obj)) {
+    Fail("TypeError", std::string("expected a torch.Tensor, got ") + Py_TYPE(obj)->tp_name);
+  }
+  return THPVariable_Unpack(obj);
+}
+
+// Checks that the consumer would read the values torch means, and fills the
+// parts of `out` that do not depend on who owns shape/strides.
+void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
+  if (tensor.layout() != c10::kStrided) {
+    Fail("BufferError", "only strided tensors can be exported, not " +
+                            c10::str(tensor.layout()) + " ones");
+  }
+  if (tensor.is_conj() || tensor.is_neg()) {
+    Fail("BufferError", "tensor has the conjugate/negative bit set; call .resolve_conj() / .resolve_neg() first");
+  }
+  out->device = ToDLDevice(tensor.device());
+  out->dtype = ToDLDataType(tensor.scalar_type());
+  out->ndim = static_cast<int32_t>(tensor.dim());
+  out->data = tensor.data_ptr();  // storage_offset is already applied
+  out->byte_offset = 0;
+}
+
+DLManagedTensorVersioned *ExportManaged(const at::Tensor &tensor) {
+  DLTensor view;
+  DescribeTensor(tensor, &view);
+  const int64_t ndim = view.ndim;
+
+  void *memory = ::operator new(sizeof(ExportedTensor) + 2 * ndim * sizeof(int64_t));
+  auto *exported = new (memory) ExportedTensor{{}, tensor};  // noexcept from here on
+  if (ndim > 0) {
+    std::memcpy(exported->dims(), tensor.sizes().data(), ndim * sizeof(int64_t));
+    std::memcpy(exported->dims() + ndim, tensor.strides().data(), ndim * sizeof(int64_t));
+  }
+  view.shape = exported->dims();
+  view.strides = exported->dims() + ndim;  // never NULL, even for 0-d tensors
+
+  DLManagedTensorVersioned &managed = exported->managed;
+  managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed.manager_ctx = exported;
+  managed.deleter = DeleteExported;
+  managed.flags = 0;
+  managed.dl_tensor = view;
+  return &managed;
+}
+
+// ---- import ---------------------------------------------------------------
+
+void CallManagedDeleter(void *ctx) {
+  auto *managed = static_cast<DLManagedTensorVersioned *>(ctx);
+  if (managed->deleter != nullptr) managed->deleter(managed);
+}
+
+// Takes ownership of `managed` in every outcome, exceptions included.
+at::Tensor ImportManaged(DLManagedTensorVersioned *managed) {
+  if (managed->version.major != DLPACK_MAJOR_VERSION) {
+    // Only the deleter may be touched in a tensor of another major version.
+    const uint32_t major = managed->version.major;
+    CallManagedDeleter(managed);
+    Fail("BufferError", "cannot import a DLPack " + std::to_string(major) +
+                            ".x tensor (this addon speaks " +
+                            std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
+  }
+  at::TensorOptions options;
+  c10::Device device(c10::DeviceType::CPU);
+  const DLTensor &view = managed->dl_tensor;
+  try {
+    device = ToTorchDevice(view.device);
+    options = options.dtype(ToScalarType(view.dtype)).device(device);
+    if (view.ndim < 0 || (view.ndim > 0 && (view.shape == nullptr || view.strides == nullptr))) {
+      Fail("BufferError", "DLTensor has a negative ndim or NULL shape/strides");  // strides: required since DLPack 1.2
+    }
+  } catch (...) {
+    CallManagedDeleter(managed);
+    throw;
+  }
+  c10::IntArrayRef sizes(view.shape, view.ndim);
+  c10::IntArrayRef strides(view.strides, view.ndim);
+  // .context() hands `managed` to a unique_ptr inside the maker, so from this
+  // line on torch calls the deleter exactly once: when the storage dies, or
+  // when make_tensor() throws. target_device skips probing the pointer.
+  return at::for_blob(static_cast<char *>(view.data) + view.byte_offset, sizes)
+      .strides(strides)
+      .context(managed, CallManagedDeleter)
+      .target_device(device)
+      .options(options)
+      .make_tensor();
+}
+
+// ---- error plumbing -------------------------------------------------------
+
+// Thrown when a Python exception is already set and must reach the caller as is.
+struct PythonErrorSet {};
+
+PyObject *PyExceptionNamed(const char *kind) {
+  if (std::strcmp(kind, "BufferError") == 0) return PyExc_BufferError;
+  if (std::strcmp(kind, "TypeError") == 0) return PyExc_TypeError;
+  if (std::strcmp(kind, "ValueError") == 0) return PyExc_ValueError;
+  if (std::strcmp(kind, "MemoryError") == 0) return PyExc_MemoryError;
+  return PyExc_RuntimeError;
+}
+
+// Runs `body`; whatever it throws becomes one report(kind, message) call, with
+// kind == NULL when a Python exception is already set. Returns 0 or -1: no
+// exception may leave the table's functions.
+template <typename Body, typename Report>
+int Guarded(Body &&body, Report &&report) noexcept {
+  try {
+    body();
+    return 0;
+  } catch (const PythonErrorSet &) {
+    report(nullptr, nullptr);
+  } catch (python_error &e) {  // torch's "a Python error is pending"
+    e.restore();
+    report(nullptr, nullptr);
+  } catch (const AddonError &e) {
+    report(e.kind, e.what());
+  } catch (const c10::OutOfMemoryError &e) {
+    report("MemoryError", e.what_without_backtrace());
+  } catch (const c10::Error &e) {
+    report("RuntimeError", e.what_without_backtrace());
+  } catch (const std::bad_alloc &) {
+    report("MemoryError", "dlx torch addon: out of memory");
+  } catch (const std::exception &e) {
+    report("RuntimeError", e.what());
+  } catch (...) {
+    report("RuntimeError", "dlx torch addon: unknown C++ exception");
+  }
+  return -1;
+}
+
+// The Python-facing functions report through the Python error indicator; the
+// GIL is held by contract.
+template <typename Body>
+int GuardedPy(Body &&body) noexcept {
+  return Guarded(body, [](const char *kind, const char *message) {
+    if (kind != nullptr) {
+      PyErr_SetString(PyExceptionNamed(kind), message);
+    } else if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_RuntimeError, "dlx torch addon: failed without a Python error");
+    }
+  });
+}
+
+// ---- the table ------------------------------------------------------------
+
+int ManagedTensorAllocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                           void (*SetError)(void *, const char *, const char *)) {
+  auto report = [&](const char *kind, const char *message) {
+    if (kind == nullptr) {  // cannot happen without Python calls; stay exact anyway
+      PyErr_Clear();
+      kind = "RuntimeError";
+      message = "dlx torch addon: allocation failed with a Python error";
+    }
+    SetError(error_ctx, kind, message);
+  };
+  return Guarded(
+      [&] {
+        const c10::Device device = ToTorchDevice(prototype->device);
+        const c10::ScalarType dtype = ToScalarType(prototype->dtype);
+        at::Tensor tensor = at::empty(c10::IntArrayRef(prototype->shape, prototype->ndim),
+                                      at::TensorOptions().dtype(dtype).device(device));
+        *out = ExportManaged(tensor);
+      },
+      report);
+}
+
+int ManagedTensorFromPyObject(void *py_object, DLManagedTensorVersioned **out) {
+  return GuardedPy([&] { *out = ExportManaged(UnpackTensor(py_object)); });
+}
+
+int DLTensorFromPyObject(void *py_object, DLTensor *out) {
+  return GuardedPy([&] {
+    // A view into the TensorImpl's own arrays: no allocation, and valid while
+    // the Python object lives, which the caller guarantees until it returns.
+    const at::Tensor &tensor = UnpackTensor(py_object);
+    DescribeTensor(tensor, out);
+    out->shape = const_cast<int64_t *>(tensor.sizes().data());
+    out->strides = const_cast<int64_t *>(tensor.strides().data());
+  });
+}
+
+int ManagedTensorToPyObject(DLManagedTensorVersioned *managed, void **out_py_object) {
+  return GuardedPy([&] {
+    PyObject *wrapped = THPVariable_Wrap(ImportManaged(managed));
+    if (wrapped == nullptr) throw PythonErrorSet{};  // the tensor (and deleter) is gone already
+    *out_py_object = wrapped;
+  });
+}
+
+std::atomic<int (*)(DLDeviceType, int32_t, void **)> g_stream_fallback{nullptr};
+
+int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
+  // Always asked afresh: the caller may switch streams between two calls.
+  return GuardedPy([&] {
+    *out = nullptr;
+    const auto index = static_cast<c10::DeviceIndex>(device_id);
+    (void)index;
+    switch (device_type) {
+      case kDLCPU:
+        return;  // host work has no stream
+#if defined(BUILD_WITH_ROCM)
+      case kDLROCM:
+        *out = c10::hip::getCurrentHIPStreamMasqueradingAsCUDA(index).stream();
+        return;
+#elif defined(BUILD_WITH_CUDA)
+      case kDLCUDA:
+        *out = c10::cuda::getCurrentCUDAStream(index).stream();
+        return;
+#endif
+#ifdef BUILD_WITH_TORCH_NPU
+      case kDLExtDev:
+        *out = c10_npu::getCurrentNPUStream(index).stream();
+        return;
+#endif
+      default:
+        break;
+    }
+    // Not built in: ask the provider dlx registered (it sets a Python error
+    // itself when it fails); with none, NULL means "the default stream".
+    auto fallback = g_stream_fallback.load(std::memory_order_acquire);
+    if (fallback != nullptr && fallback(device_type, device_id, out) != 0) {
+      throw PythonErrorSet{};
+    }
+  });
+}
+
+const DLPackExchangeAPI kExchangeApi = {
+    /*header=*/{/*version=*/{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, /*prev_api=*/nullptr},
+    /*managed_tensor_allocator=*/ManagedTensorAllocator,
+    /*managed_tensor_from_py_object_no_sync=*/ManagedTensorFromPyObject,
+    /*managed_tensor_to_py_object_no_sync=*/ManagedTensorToPyObject,
+    /*dltensor_from_py_object_no_sync=*/DLTensorFromPyObject,
+    /*current_work_stream=*/CurrentWorkStream,
+};
+
+}  // namespace
+
+DLX_ADDON_EXPORT const DLPackExchangeAPI *dlx_torch_exchange_api(void) { return &kExchangeApi; }
+
+DLX_ADDON_EXPORT void dlx_addon_set_stream_fallback(int (*fn)(DLDeviceType, int32_t, void **)) {
+  g_stream_fallback.store(fn, std::memory_order_release);
+}
+
+DLX_ADDON_EXPORT const char *dlx_addon_identity(void) { return DLX_ADDON_IDENTITY; }

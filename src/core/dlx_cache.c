@@ -1,0 +1,224 @@
+/* dlx_cache.c - cache folder, trust checks, locking and publishing. */
+#include "dlx_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen,
+                                                         const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* Copies `s` without trailing slashes (keeping a lone "/"). */
+static int copy_trimmed(const char *s, char *out, size_t outlen) {
+  size_t n = strlen(s);
+  while (n > 1 && s[n - 1] == '/') --n;
+  if (n >= outlen) return -1;
+  memcpy(out, s, n);
+  out[n] = '\0';
+  return 0;
+}
+
+int dlx_cache_dir_resolve(const char *dlx, const char *xdg, const char *home, char *out,
+                          size_t outlen, char *err, size_t errlen) {
+  const char *base, *suffix;
+  if (dlx && dlx[0]) {
+    base = dlx, suffix = "";
+  } else if (xdg && xdg[0] == '/') {
+    base = xdg, suffix = "/dlx";
+  } else if (home && home[0]) {
+    base = home, suffix = "/.cache/dlx";
+  } else {
+    return set_err(err, errlen,
+                   "no cache folder: DLX_CACHE_DIR, XDG_CACHE_HOME and HOME are all unset");
+  }
+  char trimmed[4096];
+  if (copy_trimmed(base, trimmed, sizeof trimmed) != 0)
+    return set_err(err, errlen, "cache folder path too long: '%s'", base);
+  /* "/" + "/dlx" would read "//dlx"; a base of "/" contributes nothing. */
+  if (strcmp(trimmed, "/") == 0 && suffix[0]) trimmed[0] = '\0';
+  int n = snprintf(out, outlen, "%s%s", trimmed, suffix);
+  if (n < 0 || (size_t)n >= outlen) {
+    if (outlen) out[0] = '\0';
+    return set_err(err, errlen, "cache folder path too long: '%s%s'", trimmed, suffix);
+  }
+  return 0;
+}
+
+int dlx_cache_dir_ensure(const char *dir, char *err, size_t errlen) {
+  char path[4096];
+  if (!dir || !dir[0]) return set_err(err, errlen, "empty cache folder path");
+  if (copy_trimmed(dir, path, sizeof path) != 0)
+    return set_err(err, errlen, "cache folder path too long: '%s'", dir);
+
+  int created_final = 0;
+  size_t len = strlen(path);
+  /* Walk each prefix ending before a '/', then the whole path. */
+  for (size_t i = 1; i <= len; ++i) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char saved = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0700) == 0) {
+      if (i == len) created_final = 1;
+    } else if (errno != EEXIST) {
+      char why[256];
+      snprintf(why, sizeof why, "%s", strerror(errno));
+      path[i] = saved;
+      return set_err(err, errlen, "cannot create cache folder '%s': %s", path, why);
+    }
+    path[i] = saved;
+  }
+  /* umask may have stripped bits from a folder we made; 0700 is the intent. */
+  if (created_final && chmod(path, 0700) != 0)
+    return set_err(err, errlen, "cannot chmod cache folder '%s': %s", path, strerror(errno));
+
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return set_err(err, errlen, "cannot stat cache folder '%s': %s", path, strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    return set_err(err, errlen,
+                   "refusing cache folder '%s': it is a symlink (point DLX_CACHE_DIR at the "
+                   "real folder)",
+                   path);
+  if (!S_ISDIR(st.st_mode))
+    return set_err(err, errlen, "refusing cache folder '%s': not a directory", path);
+  if (st.st_uid != geteuid()) {
+    return set_err(err, errlen, "refusing cache folder '%s': owned by uid %lu, not by uid %lu",
+                   path, (unsigned long)st.st_uid, (unsigned long)geteuid());
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return set_err(err, errlen,
+                   "refusing cache folder '%s': writable by group or others (mode %04o; "
+                   "chmod 700 it)",
+                   path, (unsigned)(st.st_mode & 07777));
+  }
+  return 0;
+}
+
+int dlx_cache_file_trusted(const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return 0;
+    return set_err(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode)) return set_err(err, errlen, "refusing '%s': a symlink", path);
+  if (!S_ISREG(st.st_mode))
+    return set_err(err, errlen, "refusing '%s': not a regular file", path);
+  if (st.st_uid != geteuid()) {
+    return set_err(err, errlen, "refusing '%s': owned by uid %lu, not by uid %lu", path,
+                   (unsigned long)st.st_uid, (unsigned long)geteuid());
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return set_err(err, errlen, "refusing '%s': writable by group or others (mode %04o)",
+                   path, (unsigned)(st.st_mode & 07777));
+  }
+  if (st.st_size < 64)
+    return set_err(err, errlen, "refusing '%s': truncated (shorter than an ELF header)",
+                   path);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+  /* The file checked must be the file read: a swap between lstat and open fails. */
+  struct stat fst;
+  unsigned char head[4];
+  ssize_t got = -1;
+  int same = fstat(fd, &fst) == 0 && fst.st_dev == st.st_dev && fst.st_ino == st.st_ino;
+  if (same) got = pread(fd, head, sizeof head, 0);
+  close(fd);
+  if (!same)
+    return set_err(err, errlen, "refusing '%s': it changed while being checked", path);
+  if (got != (ssize_t)sizeof head || memcmp(head, "\x7f" "ELF", 4) != 0)
+    return set_err(err, errlen, "refusing '%s': not an ELF file", path);
+  return 1;
+}
+
+int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t errlen) {
+  lock->fd = -1;
+  int fd;
+  do fd = open(lock_path, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return set_err(err, errlen, "cannot open lock file '%s': %s", lock_path,
+                   errno == ELOOP ? "it is a symlink" : strerror(errno));
+  int rc;
+  do rc = flock(fd, LOCK_EX);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int e = errno;
+    close(fd);
+    return set_err(err, errlen, "cannot lock '%s': %s", lock_path, strerror(e));
+  }
+  lock->fd = fd;
+  return 0;
+}
+
+void dlx_lock_release(dlx_lock *lock) {
+  if (!lock || lock->fd < 0) return;
+  flock(lock->fd, LOCK_UN);
+  close(lock->fd);
+  lock->fd = -1;
+}
+
+int dlx_temp_path(const char *final_path, char *out, size_t outlen) {
+  /* Atomic: threads of one process may build at once. */
+  static atomic_ulong counter;
+  unsigned long c = atomic_fetch_add(&counter, 1);
+  int n = snprintf(out, outlen, "%s.tmp.%ld.%lu", final_path, (long)getpid(), c);
+  if (n < 0 || (size_t)n >= outlen) {
+    if (outlen) out[0] = '\0';
+    return -1;
+  }
+  return 0;
+}
+
+static void fsync_parent(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(dir, sizeof dir, ".");
+  } else {
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof dir) return;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  /* Best effort: some filesystems reject fsync on folders; the rename stands. */
+  (void)fsync(fd);
+  close(fd);
+}
+
+int dlx_publish(const char *temp_path, const char *final_path, char *err, size_t errlen) {
+  int fd = open(temp_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return set_err(err, errlen, "cannot open '%s': %s", temp_path, strerror(errno));
+  struct stat st;
+  const char *what = NULL;
+  int e = 0;
+  if (fstat(fd, &st) != 0) what = "stat", e = errno;
+  else if (!S_ISREG(st.st_mode)) what = "publish (not a regular file)", e = EINVAL;
+  else if (fchmod(fd, 0755) != 0) what = "chmod", e = errno;
+  else if (fsync(fd) != 0) what = "fsync", e = errno;
+  close(fd);
+  if (!what && rename(temp_path, final_path) != 0) what = "rename", e = errno;
+  if (what) {
+    unlink(temp_path);
+    return set_err(err, errlen, "cannot %s '%s' to '%s': %s", what, temp_path, final_path,
+                   strerror(e));
+  }
+  fsync_parent(final_path);
+  return 0;
+}

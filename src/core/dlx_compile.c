@@ -1,0 +1,387 @@
+/* dlx_compile.c - compiler command lines and running them with captured output. */
+#include "dlx_compile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen,
+                                                         const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* ---- a growable, NULL-terminated argv ------------------------------------ */
+
+typedef struct {
+  char **v;
+  int n, cap;
+} words;
+
+static int words_push(words *w, const char *s, size_t len) {
+  if (w->n + 2 > w->cap) {
+    int cap = w->cap ? w->cap * 2 : 16;
+    char **v = realloc(w->v, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    w->v = v;
+    w->cap = cap;
+  }
+  char *copy = malloc(len + 1);
+  if (!copy) return -1;
+  memcpy(copy, s, len);
+  copy[len] = '\0';
+  w->v[w->n++] = copy;
+  w->v[w->n] = NULL;
+  return 0;
+}
+
+static int words_pushf(words *w, const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  char *tmp = malloc(la + lb + 1);
+  if (!tmp) return -1;
+  memcpy(tmp, a, la);
+  memcpy(tmp + la, b, lb + 1);
+  int rc = words_push(w, tmp, la + lb);
+  free(tmp);
+  return rc;
+}
+
+/* An empty list still gets a (NULL-terminated) array, so callers may exec it
+ * or index argv[argc] without a special case. */
+static int words_finish(words *w) {
+  if (w->v) return 0;
+  w->v = calloc(1, sizeof *w->v);
+  return w->v ? 0 : -1;
+}
+
+void dlx_argv_free(char **argv, int argc) {
+  if (!argv) return;
+  for (int i = 0; i < argc; ++i) free(argv[i]);
+  free(argv);
+}
+
+/* ---- shell splitting ------------------------------------------------------ */
+
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n'; }
+
+int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, size_t errlen) {
+  *argv_out = NULL;
+  *argc_out = 0;
+  if (!s) s = "";
+  words w = {0};
+  char *cur = malloc(strlen(s) + 1); /* no word is longer than the input */
+  if (!cur) return set_err(err, errlen, "out of memory");
+  size_t len = 0;
+  int in_word = 0; /* a word has started, even if empty ('' or "") */
+  const char *why = NULL;
+  for (const char *p = s; *p && !why; ++p) {
+    char c = *p;
+    if (is_blank(c)) {
+      if (in_word && words_push(&w, cur, len) != 0) why = "out of memory";
+      in_word = 0;
+      len = 0;
+    } else if (c == '\'') {
+      const char *end = strchr(p + 1, '\'');
+      if (!end) {
+        why = "unterminated single quote";
+        break;
+      }
+      memcpy(cur + len, p + 1, (size_t)(end - p - 1));
+      len += (size_t)(end - p - 1);
+      in_word = 1;
+      p = end;
+    } else if (c == '"') {
+      in_word = 1;
+      for (++p; *p && *p != '"'; ++p) {
+        if (*p == '\\' && p[1] && strchr("$`\"\\\n", p[1])) {
+          ++p;
+          if (*p != '\n') cur[len++] = *p; /* backslash-newline joins lines */
+        } else {
+          cur[len++] = *p; /* other backslashes stay literal inside "" */
+        }
+      }
+      if (!*p) {
+        why = "unterminated double quote";
+        break;
+      }
+    } else if (c == '\\') {
+      if (!p[1]) {
+        why = "trailing backslash";
+        break;
+      }
+      ++p;
+      if (*p == '\n') continue; /* line continuation: no character, no word */
+      cur[len++] = *p;
+      in_word = 1;
+    } else {
+      cur[len++] = c;
+      in_word = 1;
+    }
+  }
+  if (!why && in_word && words_push(&w, cur, len) != 0) why = "out of memory";
+  if (!why && words_finish(&w) != 0) why = "out of memory";
+  free(cur);
+  if (why) {
+    dlx_argv_free(w.v, w.n);
+    return set_err(err, errlen, "cannot split '%s': %s", s, why);
+  }
+  *argv_out = w.v;
+  *argc_out = w.n;
+  return 0;
+}
+
+/* ---- the compiler command line --------------------------------------------- */
+
+/* Appends the shell-split words of `s` (named `what` in errors). */
+static int push_split(words *w, const char *s, const char *what, char *err, size_t errlen,
+                      int *count) {
+  char **v;
+  int n;
+  char why[512];
+  if (dlx_shell_split(s, &v, &n, why, sizeof why) != 0)
+    return set_err(err, errlen, "%s: %s", what, why);
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; ++i) rc = words_push(w, v[i], strlen(v[i]));
+  dlx_argv_free(v, n);
+  if (count) *count = n;
+  return rc == 0 ? 0 : set_err(err, errlen, "out of memory");
+}
+
+int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out, char *err,
+                     size_t errlen) {
+  *argv_out = NULL;
+  *argc_out = 0;
+  if (!s->source || !s->source[0] || !s->output || !s->output[0])
+    return set_err(err, errlen, "compile: a source and an output file are required");
+  for (size_t i = 0; i < s->n_lib_dirs; ++i)
+    if (strchr(s->lib_dirs[i], ','))
+      return set_err(err, errlen,
+                     "compile: library folder '%s' contains ',', which -Wl,-rpath, would split",
+                     s->lib_dirs[i]);
+
+  words w = {0};
+  int ncxx = 0, bad = 0;
+  if (push_split(&w, s->cxx, "CXX", err, errlen, &ncxx) != 0) goto fail;
+  if (ncxx == 0) {
+    set_err(err, errlen, "compile: no C++ compiler (CXX is empty)");
+    goto fail;
+  }
+  static const char *const kBase[] = {"-std=c++17", "-O2", "-fPIC", "-shared",
+                                      "-fvisibility=hidden"};
+  for (size_t i = 0; i < sizeof kBase / sizeof kBase[0]; ++i)
+    bad |= words_push(&w, kBase[i], strlen(kBase[i]));
+  for (size_t i = 0; i < s->n_include_dirs; ++i) bad |= words_pushf(&w, "-I", s->include_dirs[i]);
+  for (size_t i = 0; i < s->n_defines; ++i) bad |= words_pushf(&w, "-D", s->defines[i]);
+  bad |= words_push(&w, s->source, strlen(s->source));
+  bad |= words_push(&w, "-o", 2);
+  bad |= words_push(&w, s->output, strlen(s->output));
+  for (size_t i = 0; i < s->n_lib_dirs; ++i) {
+    bad |= words_pushf(&w, "-L", s->lib_dirs[i]);
+    /* rpath: the addon must find libtorch at load time without LD_LIBRARY_PATH. */
+    bad |= words_pushf(&w, "-Wl,-rpath,", s->lib_dirs[i]);
+  }
+  for (size_t i = 0; i < s->n_libs; ++i) bad |= words_pushf(&w, "-l", s->libs[i]);
+  if (bad) {
+    set_err(err, errlen, "out of memory");
+    goto fail;
+  }
+  if (push_split(&w, s->extra_cxxflags, "DLX_CXXFLAGS", err, errlen, NULL) != 0) goto fail;
+  if (push_split(&w, s->extra_ldflags, "DLX_LDFLAGS", err, errlen, NULL) != 0) goto fail;
+  *argv_out = w.v;
+  *argc_out = w.n;
+  return 0;
+fail:
+  dlx_argv_free(w.v, w.n);
+  return -1;
+}
+
+/* ---- running it ---------------------------------------------------------- */
+
+#define DLX_CAPTURE_CAP (64 * 1024)
+
+/* Where execvp would look for `prog`, computed before fork: between fork and
+ * exec in a threaded interpreter only async-signal-safe calls are allowed, so
+ * the child must not allocate. NULL-terminated; NULL when out of memory. */
+static char **exec_candidates(const char *prog) {
+  words w = {0};
+  if (strchr(prog, '/')) {
+    if (words_push(&w, prog, strlen(prog)) != 0) return NULL;
+    return w.v;
+  }
+  const char *path = getenv("PATH");
+  if (!path) path = "/bin:/usr/bin"; /* glibc's default when PATH is unset */
+  size_t plen = strlen(prog);
+  for (const char *p = path;; ++p) {
+    const char *end = strchr(p, ':');
+    size_t dlen = end ? (size_t)(end - p) : strlen(p);
+    char *full = malloc(dlen + plen + 2);
+    if (!full) break;
+    /* an empty PATH entry means the current folder */
+    int n = dlen ? snprintf(full, dlen + plen + 2, "%.*s/%s", (int)dlen, p, prog)
+                 : snprintf(full, dlen + plen + 2, "%s", prog);
+    int rc = words_push(&w, full, (size_t)n);
+    free(full);
+    if (rc != 0 || !end) break;
+    p = end;
+  }
+  return w.v;
+}
+
+int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, char *err,
+                    size_t errlen) {
+  *output_out = NULL;
+  *exit_status_out = -1;
+  if (!argv || !argv[0] || !argv[0][0]) return set_err(err, errlen, "run: no program given");
+
+  /* Keep at most the last DLX_CAPTURE_CAP bytes: read into a window twice that
+   * size and slide when it fills. Allocated first, so -1 means "not started". */
+  size_t cap = 2 * DLX_CAPTURE_CAP, len = 0;
+  unsigned long long dropped = 0;
+  char *buf = malloc(cap + 1);
+  char **cand = exec_candidates(argv[0]);
+  int out[2] = {-1, -1}, report[2] = {-1, -1};
+  if (!buf || !cand) {
+    set_err(err, errlen, "run '%s': out of memory", argv[0]);
+    goto fail;
+  }
+  int ncand = 0;
+  while (cand[ncand]) ++ncand;
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+    set_err(err, errlen, "run '%s': pipe: %s", argv[0], strerror(errno));
+    goto fail;
+  }
+
+  /* fork + execve with a close-on-exec pipe carrying errno back: a failed exec
+   * is reported as such on every libc and under valgrind (posix_spawnp reports
+   * it only on some). */
+  pid_t pid = fork();
+  if (pid < 0) {
+    set_err(err, errlen, "run '%s': fork: %s", argv[0], strerror(errno));
+    goto fail;
+  }
+  if (pid == 0) {
+    /* child: async-signal-safe calls only */
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) {
+      int e = errno;
+      (void)!write(report[1], &e, sizeof e);
+      _exit(127);
+    }
+#ifdef CLOSE_RANGE_CLOEXEC
+    /* Like subprocess's close_fds: the compiler gets only 0-2, so it cannot hold
+     * someone else's pipe open. Marked, not closed, so `report` lives to exec. */
+    (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+#endif
+    /* Python sets SIGPIPE to ignored, which exec keeps; give the compiler
+     * default dispositions and an empty mask, as subprocess does. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigaction(SIGXFSZ, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* execvp's rules: remember EACCES, skip "not here" errors, stop on others */
+    int e = ENOENT, seen_eacces = 0;
+    for (int i = 0; i < ncand; ++i) {
+      execve(cand[i], argv, environ);
+      e = errno;
+      if (e == EACCES) seen_eacces = 1;
+      else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV && e != ETIMEDOUT)
+        break;
+    }
+    if (seen_eacces && (e == ENOENT || e == ENOTDIR)) e = EACCES;
+    (void)!write(report[1], &e, sizeof e);
+    _exit(127);
+  }
+  close(out[1]);
+  close(report[1]);
+  out[1] = report[1] = -1;
+  dlx_argv_free(cand, ncand);
+  cand = NULL;
+
+  int exec_errno = 0;
+  ssize_t r;
+  do r = read(report[0], &exec_errno, sizeof exec_errno);
+  while (r < 0 && errno == EINTR);
+  close(report[0]);
+  report[0] = -1;
+  int started = r == 0; /* EOF: the exec closed the pipe */
+  int have_errno = r == (ssize_t)sizeof exec_errno;
+
+  for (;;) {
+    if (len == cap) {
+      memmove(buf, buf + (cap - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
+      dropped += cap - DLX_CAPTURE_CAP;
+      len = DLX_CAPTURE_CAP;
+    }
+    r = read(out[0], buf + len, cap - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break; /* EOF; a read error only shortens the captured text */
+    len += (size_t)r;
+  }
+  close(out[0]);
+  out[0] = -1;
+
+  int status;
+  pid_t w;
+  do w = waitpid(pid, &status, 0);
+  while (w < 0 && errno == EINTR);
+  if (!started) {
+    set_err(err, errlen, "cannot run '%s': %s", argv[0],
+            have_errno ? strerror(exec_errno) : "exec failed");
+    goto fail;
+  }
+  if (w < 0) {
+    set_err(err, errlen, "run '%s': waitpid: %s", argv[0], strerror(errno));
+    goto fail;
+  }
+  *exit_status_out = WIFEXITED(status)     ? WEXITSTATUS(status)
+                     : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                           : -1;
+
+  if (len > DLX_CAPTURE_CAP) {
+    dropped += len - DLX_CAPTURE_CAP;
+    memmove(buf, buf + (len - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
+    len = DLX_CAPTURE_CAP;
+  }
+  if (dropped) {
+    char head[64];
+    int hn = snprintf(head, sizeof head, "[... %llu bytes dropped ...]\n", dropped);
+    /* The window is 2*cap+1 bytes and now holds cap: room for the note in place. */
+    memmove(buf + hn, buf, len);
+    memcpy(buf, head, (size_t)hn);
+    len += (size_t)hn;
+  }
+  buf[len] = '\0';
+  *output_out = buf;
+  return 0;
+
+fail:
+  for (int i = 0; i < 2; ++i) {
+    if (out[i] >= 0) close(out[i]);
+    if (report[i] >= 0) close(report[i]);
+  }
+  if (cand) {
+    int n = 0;
+    while (cand[n]) ++n;
+    dlx_argv_free(cand, n);
+  }
+  free(buf);
+  return -1;
+}

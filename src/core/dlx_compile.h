@@ -1,0 +1,56 @@
+/*
+ * dlx_compile.h - building the torch addon: the compiler command line (pure, so
+ * it is tested word by word) and running it with its output captured (so a
+ * failed build can show the compiler's own words).
+ */
+#ifndef DLX_COMPILE_H_
+#define DLX_COMPILE_H_
+
+#include <stddef.h>
+
+/* POSIX-shell word splitting of `s` (for $CXX, DLX_CXXFLAGS, DLX_LDFLAGS): blanks
+ * separate words; '...' is literal; "..." is literal except \" \\ \$ \` and
+ * backslash-newline; an unquoted backslash escapes the next character. No
+ * expansion of $VAR, globs or ~. NULL or blank gives zero words. *argv_out is
+ * NULL-terminated (usable for exec). 0, or -1 with err (unterminated quote,
+ * trailing backslash, no memory). Free with dlx_argv_free. */
+int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, size_t errlen);
+void dlx_argv_free(char **argv, int argc);
+
+typedef struct dlx_compile_spec {
+  const char *cxx;    /* compiler command, shell-split: "g++", "ccache c++", $CXX */
+  const char *source; /* the .cc */
+  const char *output; /* the .so to write */
+  const char *const *include_dirs;
+  size_t n_include_dirs;
+  const char *const *defines; /* "NAME" or "NAME=VALUE", each becomes -D... */
+  size_t n_defines;
+  const char *const *lib_dirs; /* each becomes -L and -Wl,-rpath, */
+  size_t n_lib_dirs;
+  const char *const *libs; /* each becomes -l... */
+  size_t n_libs;
+  const char *extra_cxxflags; /* DLX_CXXFLAGS, shell-split, NULL ok */
+  const char *extra_ldflags;  /* DLX_LDFLAGS, shell-split, NULL ok */
+} dlx_compile_spec;
+
+/* The full argv, NULL-terminated: cxx words, -std=c++17 -O2 -fPIC -shared
+ * -fvisibility=hidden, -I..., -D..., source, -o output, -L... -Wl,-rpath,...,
+ * -l..., extra cxxflags, extra ldflags (last, so they can override). 0, or -1
+ * with err (no compiler, no source/output, a lib dir holding ',' which -Wl,
+ * would split, a bad extra flag string). Free with dlx_argv_free. */
+int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out, char *err,
+                     size_t errlen);
+
+/* Runs argv[0] (searched in PATH like execvp, but a file without "#!" is not
+ * handed to /bin/sh) with stdin from /dev/null, no other inherited descriptors
+ * beyond 0-2 where the libc offers close_range, default SIGPIPE, and
+ * stdout+stderr captured together into a malloc'd NUL-terminated string
+ * (*output_out, caller frees). Output beyond ~64 KiB keeps the tail, after a
+ * "[... N bytes dropped ...]" line, since a compiler's last words are the
+ * useful ones. *exit_status_out: the exit code, or 128+signal when killed.
+ * Returns 0 if it ran (whatever its status), -1 if it could not be started
+ * (err names the program and why, e.g. not found). */
+int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, char *err,
+                    size_t errlen);
+
+#endif /* DLX_COMPILE_H_ */

@@ -1,0 +1,42 @@
+/*
+ * dlx_core.h - dlx's pure-C core: decisions and file-level facts, no Python.
+ * Each concern lives in its own dlx_<concern>.c; everything here is unit-tested
+ * from tests/c without an interpreter.
+ */
+#ifndef DLX_CORE_H_
+#define DLX_CORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlx/dlpack.h"
+
+/* ---- dlx_layout.c: dtypes, strides, buffer formats ---------------------- */
+
+/* Bytes per element of `dtype` (bits * lanes rounded up), 0 for sub-byte or invalid. */
+int64_t dlx_dtype_itemsize(DLDataType dtype);
+
+/* Row-major element strides for `shape`. */
+void dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
+
+/* Byte strides to element strides; -1 (and `*bad_dim`) when one is not a multiple.
+ * A dimension of extent 0 or 1 is never stepped, so its stride is not checked
+ * (numpy leaves arbitrary values there) and becomes the compact one. */
+int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, const int64_t *byte_strides,
+                           int64_t itemsize, int64_t *strides, int32_t *bad_dim);
+
+/* A PEP 3118 struct format of one item (as in Py_buffer.format) to a DLDataType.
+ * Returns 0, or -1 with a reason in `err` (non-native byte order, unsupported). */
+int dlx_dtype_from_buffer_format(const char *format, int64_t itemsize, DLDataType *out,
+                                 char *err, size_t errlen);
+
+/* ---- dlx_elf.c: kernel discovery ---------------------------------------- */
+
+/* Calls `fn(ctx, name)` for each defined dynamic symbol of the ELF shared object at
+ * `path` whose name starts with `prefix` (the prefix is not stripped). Returns the
+ * number of matches, or -1 with a reason in `err`. */
+int dlx_elf_each_symbol(const char *path, const char *prefix,
+                        void (*fn)(void *ctx, const char *name), void *ctx, char *err,
+                        size_t errlen);
+
+#endif /* DLX_CORE_H_ */

@@ -1,0 +1,271 @@
+/*
+ * convert.c - one Python argument to one dlx_arg, and its release after the call.
+ *
+ * Scalars are recognised by exact type first (the common case costs a pointer
+ * compare); tensors go through the per-type cache in tables.c. Every error
+ * names the argument index and the Python type.
+ */
+#include "dlx_py.h"
+
+#include "dlx_core.h"
+
+/* A buffer-protocol argument: the view plus the element shape/strides DLPack needs. */
+typedef struct buffer_block {
+  Py_buffer view;
+  int64_t dims[]; /* shape[ndim] then strides[ndim] */
+} buffer_block;
+
+/* Re-raise the pending exception (same type) with "argument i (type): " in front. */
+static int fail_arg(int32_t index, PyObject *obj) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type) {
+    PyErr_Format(PyExc_RuntimeError, "argument %d (%.100s): conversion failed without an error",
+                 (int)index, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject *msg = value ? PyObject_Str(value) : NULL;
+  if (msg) {
+    PyErr_Format(type, "argument %d (%.100s): %U", (int)index, Py_TYPE(obj)->tp_name, msg);
+    Py_DECREF(msg);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+  } else {
+    PyErr_Restore(type, value, tb);
+  }
+  return -1;
+}
+
+static int check_version(DLManagedTensorVersioned *m, int32_t index, PyObject *obj) {
+  if (m->version.major == 1) return 0;
+  unsigned major = m->version.major;
+  if (m->deleter) m->deleter(m); /* always safe: the deleter's offset is ABI-stable */
+  PyErr_Format(PyExc_BufferError, "unsupported DLPack tensor major version %u (dlx speaks 1.x)",
+               major);
+  return fail_arg(index, obj);
+}
+
+/* Producers before DLPack 1.0 may leave strides NULL for compact tensors; kernels are
+ * promised strides, so give them compact ones in the slot's scratch. */
+static int fill_missing_strides(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  DLTensor *t = arg->value.tensor;
+  if (t->strides || t->ndim == 0) return 0;
+  if (t->ndim > DLX_SCRATCH_DIMS) {
+    PyErr_Format(PyExc_BufferError, "tensor without strides has %d dimensions (at most %d)",
+                 (int)t->ndim, DLX_SCRATCH_DIMS);
+    return fail_arg(index, obj);
+  }
+  slot->view = *t;
+  dlx_compact_strides(t->ndim, t->shape, slot->scratch);
+  slot->view.strides = slot->scratch;
+  arg->value.tensor = &slot->view;
+  return 0;
+}
+
+static int from_table(const DLPackExchangeAPI *api, PyObject *obj, int32_t index, dlx_arg *arg,
+                      dlx_slot *slot) {
+  slot->api = api;
+  if (api->dltensor_from_py_object_no_sync) {
+    if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg(index, obj);
+    arg->value.tensor = &slot->view;
+    return 0;
+  }
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m)) return fail_arg(index, obj);
+  if (!m) {
+    PyErr_SetString(PyExc_BufferError, "exchange table returned no tensor");
+    return fail_arg(index, obj);
+  }
+  if (check_version(m, index, obj)) return -1;
+  slot->managed = m;
+  arg->value.tensor = &m->dl_tensor;
+  arg->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  return fill_missing_strides(obj, index, arg, slot);
+}
+
+/* obj.__dlpack__(max_version=(1, 3)), falling back to obj.__dlpack__() for producers
+ * that predate versioned tensors (they reject the keyword with TypeError). */
+static PyObject *call_dlpack(PyObject *obj) {
+  static PyObject *name, *kwnames, *max_version;
+  if (!name) {
+    name = PyUnicode_InternFromString("__dlpack__");
+    kwnames = Py_BuildValue("(s)", "max_version");
+    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    if (!name || !kwnames || !max_version) return NULL;
+  }
+  /* argv[0] is scratch the callee may use (PY_VECTORCALL_ARGUMENTS_OFFSET). */
+  PyObject *argv[3] = {NULL, obj, max_version};
+  PyObject *cap = PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            kwnames);
+  if (cap || !PyErr_ExceptionMatches(PyExc_TypeError)) return cap;
+  PyErr_Clear();
+  argv[0] = NULL;
+  return PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int from_dlpack(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  PyObject *cap = call_dlpack(obj);
+  if (!cap) return fail_arg(index, obj);
+  int rc = 0;
+  /* Renaming marks the capsule consumed: its destructor then leaves the tensor to us. */
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    PyCapsule_SetName(cap, "used_dltensor_versioned");
+    if (check_version(m, index, obj)) {
+      rc = -1;
+    } else {
+      slot->managed = m;
+      arg->value.tensor = &m->dl_tensor;
+      arg->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    }
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    PyCapsule_SetName(cap, "used_dltensor");
+    slot->legacy = m;
+    arg->value.tensor = &m->dl_tensor;
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "__dlpack__() returned %.100s, not a 'dltensor_versioned' or 'dltensor' capsule",
+                 Py_TYPE(cap)->tp_name);
+    rc = fail_arg(index, obj);
+  }
+  Py_DECREF(cap);
+  return rc ? rc : fill_missing_strides(obj, index, arg, slot);
+}
+
+static int from_buffer(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)) return fail_arg(index, obj);
+  char err[160];
+  DLDataType dtype;
+  if (dlx_dtype_from_buffer_format(view.format, view.itemsize, &dtype, err, sizeof err)) {
+    PyBuffer_Release(&view);
+    PyErr_SetString(PyExc_BufferError, err);
+    return fail_arg(index, obj);
+  }
+  int32_t ndim = view.shape ? view.ndim : 1;
+  buffer_block *b = PyMem_Malloc(sizeof *b + 2 * sizeof(int64_t) * (size_t)(ndim ? ndim : 1));
+  if (!b) {
+    PyBuffer_Release(&view);
+    PyErr_NoMemory();
+    return fail_arg(index, obj);
+  }
+  b->view = view;
+  int64_t *shape = b->dims, *strides = b->dims + ndim;
+  if (!view.shape) {
+    shape[0] = view.len / view.itemsize;
+    strides[0] = 1;
+  } else {
+    for (int32_t d = 0; d < ndim; ++d) shape[d] = view.shape[d];
+    int32_t bad = 0;
+    if (!view.strides) {
+      dlx_compact_strides(ndim, shape, strides);
+    } else if (dlx_strides_from_bytes(ndim, shape, (const int64_t *)view.strides,
+                                      view.itemsize, strides, &bad)) {
+      PyErr_Format(PyExc_BufferError,
+                   "stride %zd of dimension %d is not a multiple of the item size %zd",
+                   view.strides[bad], (int)bad, view.itemsize);
+      PyBuffer_Release(&b->view);
+      PyMem_Free(b);
+      return fail_arg(index, obj);
+    }
+  }
+  slot->buffer = b;
+  slot->view = (DLTensor){.data = view.buf,
+                          .device = {kDLCPU, 0},
+                          .ndim = ndim,
+                          .dtype = dtype,
+                          .shape = shape,
+                          .strides = strides,
+                          .byte_offset = 0};
+  arg->value.tensor = &slot->view;
+  arg->readonly = view.readonly != 0;
+  return 0;
+}
+
+int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  arg->readonly = 0;
+  if (tp == &PyFloat_Type) goto as_float;
+  if (tp == &PyLong_Type) goto as_int;
+  if (obj == Py_None) {
+    arg->kind = DLX_ARG_NONE;
+    arg->value.i = 0;
+    return 0;
+  }
+  if (tp == &PyBool_Type) {
+    arg->kind = DLX_ARG_BOOL;
+    arg->value.i = obj == Py_True;
+    return 0;
+  }
+  arg->kind = DLX_ARG_NONE; /* nothing to release yet */
+  const dlx_type_info *info = dlx_type_info_get(tp);
+  if (!info) return fail_arg(index, obj);
+  /* From here on the slot may own something: dlx_release_slot must see it clean. */
+  slot->managed = NULL;
+  slot->legacy = NULL;
+  slot->buffer = NULL;
+  slot->api = NULL;
+  if (info->source == DLX_SRC_TABLE) {
+    arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
+    if (info->scratch_view) {
+      int rc = info->scratch_view(obj, &slot->view, slot->scratch, DLX_SCRATCH_DIMS,
+                                  &arg->readonly);
+      if (rc > 0) {
+        slot->api = info->api;
+        arg->value.tensor = &slot->view;
+        return 0;
+      }
+      if (rc < 0) return fail_arg(index, obj);
+    }
+    return from_table(info->api, obj, index, arg, slot);
+  }
+  /* Subclasses of int and float (IntEnum, numpy.float64) are scalars too. */
+  if (PyLong_Check(obj)) goto as_int;
+  if (PyFloat_Check(obj)) goto as_float;
+  arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
+  if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, index, arg, slot);
+  if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, index, arg, slot);
+  arg->kind = DLX_ARG_NONE;
+  PyErr_Format(PyExc_TypeError,
+               "argument %d: unsupported type %.100s (expected a tensor, int, bool, float or "
+               "None)",
+               (int)index, tp->tp_name);
+  return -1;
+as_float:
+  arg->kind = DLX_ARG_FLOAT;
+  arg->value.f = PyFloat_AS_DOUBLE(obj);
+  return 0;
+as_int:
+  arg->kind = DLX_ARG_INT;
+  int overflow = 0;
+  arg->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (overflow) {
+    PyErr_Format(PyExc_OverflowError, "argument %d (int): %R does not fit in 64 bits",
+                 (int)index, obj);
+    return -1;
+  }
+  if (arg->value.i == -1 && PyErr_Occurred()) return fail_arg(index, obj);
+  return 0;
+}
+
+void dlx_release_slot(dlx_slot *slot) {
+  if (slot->managed) {
+    DLManagedTensorVersioned *m = slot->managed;
+    slot->managed = NULL;
+    if (m->deleter) m->deleter(m);
+  }
+  if (slot->legacy) {
+    DLManagedTensor *m = slot->legacy;
+    slot->legacy = NULL;
+    if (m->deleter) m->deleter(m);
+  }
+  if (slot->buffer) {
+    buffer_block *b = slot->buffer;
+    slot->buffer = NULL;
+    PyBuffer_Release(&b->view);
+    PyMem_Free(b);
+  }
+}

@@ -1,0 +1,96 @@
+/*
+ * dlx_py.h - internal interfaces of the CPython layer (dlx._core).
+ *
+ *   tables.c   type -> how to get a tensor out of it (exchange table, provider,
+ *              __dlpack__, buffer), validated and cached per type
+ *   convert.c  one Python argument -> one dlx_arg, and its release
+ *   call.c     the per-call path: convert, pick device and stream, run, return
+ *   library.c  dlx.Library / dlx.Kernel and kernel discovery
+ *   numpy_table.c  dlx's exchange table for numpy.ndarray
+ *   module.c   module init and the small module-level functions
+ */
+#ifndef DLX_PY_H_
+#define DLX_PY_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dlx/dlx.h"
+
+#define DLX_MAX_ARGS 64
+
+/* How values of one Python type become tensors. */
+typedef enum {
+  DLX_SRC_NOT_TENSOR = 0, /* none of the ways below: a TypeError */
+  DLX_SRC_TABLE = 1,      /* an exchange table (the type's own, or a registered provider) */
+  DLX_SRC_DLPACK = 2,     /* the __dlpack__ protocol */
+  DLX_SRC_BUFFER = 3,     /* the buffer protocol, CPU only */
+} dlx_source;
+
+#define DLX_SCRATCH_DIMS 16 /* per-argument room for shape + strides of up to 8 dims */
+
+/* A provider's own non-owning export into per-argument scratch (dlx-internal, for
+ * producers such as numpy whose strides need converting): 1 done, 0 declined (use
+ * the table), -1 error. */
+typedef int (*dlx_scratch_view_fn)(PyObject *obj, DLTensor *out, int64_t *scratch,
+                                   int32_t scratch_len, int32_t *readonly);
+
+/* What dlx knows about one type; cached, keyed by the type and its version tag. */
+typedef struct dlx_type_info {
+  PyTypeObject *type;
+  unsigned int version_tag;     /* tp_version_tag when cached; a change invalidates */
+  unsigned int generation;      /* provider-registry generation when cached */
+  dlx_source source;
+  const DLPackExchangeAPI *api; /* DLX_SRC_TABLE: the validated major-1 table */
+  dlx_scratch_view_fn scratch_view; /* a provider's fast view, or NULL */
+  PyObject *owner;              /* keeps the table's capsule (or int) alive */
+} dlx_type_info;
+
+/* ---- tables.c ---- */
+int dlx_tables_init(PyObject *module);
+/* The cached info of `tp`; NULL with an exception when the type's table is unusable. */
+const dlx_type_info *dlx_type_info_get(PyTypeObject *tp);
+/* Validate a capsule as a usable major-1 table; NULL with an exception naming `who`. */
+const DLPackExchangeAPI *dlx_table_from_capsule(PyObject *capsule, const char *who);
+/* Register a provider table for a type that cannot carry the attribute;
+ * `view` is optional (dlx's own providers). */
+int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_fn view);
+PyObject *dlx_table_capsule(const DLPackExchangeAPI *api);
+extern unsigned long long dlx_stat_type_lookups; /* cache misses, for tests */
+
+/* ---- numpy_table.c ---- */
+/* Imports numpy's C API and returns dlx's ndarray table; NULL with an exception. */
+const DLPackExchangeAPI *dlx_numpy_table(void);
+/* The numpy provider's fast view (see dlx_scratch_view_fn). */
+int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
+                           int32_t *readonly);
+
+/* One argument slot: what must be released after the kernel. */
+typedef struct dlx_slot {
+  DLTensor view;                      /* storage for a non-owning view */
+  int64_t scratch[DLX_SCRATCH_DIMS];  /* its shape and strides, when the producer needs room */
+  DLManagedTensorVersioned *managed;  /* owned export: deleter after the call */
+  DLManagedTensor *legacy;            /* owned legacy export: deleter after the call */
+  void *buffer;                       /* buffer-protocol block (convert.c) */
+  const DLPackExchangeAPI *api;       /* the table the tensor came through, or NULL */
+} dlx_slot;
+
+/* ---- convert.c ---- */
+/* Convert args[i] into arg/slot; -1 with an exception naming the index. The slot
+ * holds something to release exactly when arg->kind is DLX_ARG_TENSOR afterwards
+ * (also after a failure). */
+int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
+void dlx_release_slot(dlx_slot *slot);
+
+/* ---- call.c ---- */
+PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *args,
+                          Py_ssize_t nargs);
+
+/* ---- library.c ---- */
+int dlx_library_init(PyObject *module);
+PyObject *dlx_load(PyObject *self, PyObject *path);
+
+/* Raise `kind` (a builtin exception name) with `message`; unknown kinds → RuntimeError. */
+void dlx_raise_named(const char *kind, const char *message);
+
+#endif /* DLX_PY_H_ */

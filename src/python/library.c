@@ -1,0 +1,254 @@
+/*
+ * library.c - dlx.Library and dlx.Kernel.
+ *
+ * A library's kernels are the symbols DLX_KERNEL exported a registration record
+ * for (listed from the ELF dynamic symbol table, then checked record by record),
+ * so no symbol with another signature can ever be called. Kernels are bound as
+ * instance attributes at load time: `lib.saxpy` is a plain dict hit.
+ */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "dlx_py.h"
+
+#include <structmember.h>
+
+#include "dlx_core.h"
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  dlx_kernel_fn fn;
+  const char *name; /* owned by the record; the library is never unloaded */
+  PyObject *path;   /* the library's path, for repr (no reference to the Library: no cycle) */
+} KernelObject;
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *dict;
+  PyObject *path;
+  PyObject *kernels; /* tuple of names */
+  void *handle;
+} LibraryObject;
+
+static PyTypeObject KernelType, LibraryType;
+
+static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+  KernelObject *k = (KernelObject *)self;
+  if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+    PyErr_Format(PyExc_TypeError, "kernel '%s' takes positional arguments only", k->name);
+    return NULL;
+  }
+  return dlx_call_kernel(k->fn, k->name, args, PyVectorcall_NARGS(nargsf));
+}
+
+static void kernel_dealloc(PyObject *self) {
+  Py_XDECREF(((KernelObject *)self)->path);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *kernel_repr(PyObject *self) {
+  KernelObject *k = (KernelObject *)self;
+  return PyUnicode_FromFormat("<dlx.Kernel %s of %R>", k->name, k->path);
+}
+
+static PyObject *kernel_get_name(PyObject *self, void *closure) {
+  (void)closure;
+  return PyUnicode_FromString(((KernelObject *)self)->name);
+}
+
+static PyGetSetDef kernel_getset[] = {{"__name__", kernel_get_name, NULL, NULL, NULL},
+                                      {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject KernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Kernel",
+    .tp_basicsize = sizeof(KernelObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(KernelObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = kernel_dealloc,
+    .tp_repr = kernel_repr,
+    .tp_getset = kernel_getset,
+    .tp_doc = "A kernel of a dlx.Library; call it with tensors and scalars.",
+};
+
+/* The kernel record behind symbol `sym`, or NULL when it is not one. */
+static const dlx_kernel_record *record_of(void *handle, const char *sym) {
+  const dlx_kernel_record *r = dlsym(handle, sym);
+  if (!r || r->magic != DLX_KERNEL_MAGIC || !r->fn || !r->name) return NULL;
+  if (strcmp(r->name, sym + strlen(DLX_KERNEL_RECORD_PREFIX)) != 0) return NULL;
+  return r;
+}
+
+typedef struct {
+  LibraryObject *lib;
+  PyObject *names;
+  int failed;
+} collect_ctx;
+
+static void collect(void *vctx, const char *sym) {
+  collect_ctx *c = vctx;
+  if (c->failed) return;
+  const dlx_kernel_record *r = record_of(c->lib->handle, sym);
+  if (!r) return;
+  if (DLX_ABI_MAJOR(r->abi_version) != DLX_ABI_MAJOR(DLX_ABI_VERSION)) {
+    PyErr_Format(PyExc_ImportError, "kernel '%s' was built for dlx ABI %u, this dlx is ABI %u",
+                 r->name, DLX_ABI_MAJOR(r->abi_version), DLX_ABI_MAJOR(DLX_ABI_VERSION));
+    c->failed = 1;
+    return;
+  }
+  KernelObject *k = PyObject_New(KernelObject, &KernelType);
+  PyObject *name = PyUnicode_FromString(r->name);
+  if (!k || !name) {
+    Py_XDECREF(k);
+    Py_XDECREF(name);
+    c->failed = 1;
+    return;
+  }
+  k->vectorcall = kernel_vectorcall;
+  k->fn = r->fn;
+  k->name = r->name;
+  k->path = Py_NewRef(c->lib->path);
+  if (PyDict_SetItem(c->lib->dict, name, (PyObject *)k) || PyList_Append(c->names, name))
+    c->failed = 1;
+  Py_DECREF(k);
+  Py_DECREF(name);
+}
+
+PyObject *dlx_load(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *bytes = NULL;
+  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  const char *path = PyBytes_AS_STRING(bytes);
+  if (!strchr(path, '/')) {
+    Py_DECREF(bytes);
+    PyErr_Format(PyExc_ValueError, "dlx.load needs a path with a folder, got '%s'", path);
+    return NULL;
+  }
+  LibraryObject *lib = PyObject_GC_New(LibraryObject, &LibraryType);
+  if (!lib) goto fail;
+  lib->dict = PyDict_New();
+  lib->path = PyUnicode_DecodeFSDefault(path);
+  lib->kernels = NULL;
+  lib->handle = NULL;
+  PyObject_GC_Track(lib);
+  if (!lib->dict || !lib->path) goto fail;
+  lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib->handle) {
+    const char *e = dlerror();
+    PyErr_Format(PyExc_OSError, "dlx.load: %s", e ? e : path);
+    goto fail;
+  }
+  collect_ctx ctx = {lib, PyList_New(0), 0};
+  if (!ctx.names) goto fail;
+  char err[256];
+  int n = dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, collect, &ctx, err, sizeof err);
+  if (n < 0 && !ctx.failed) PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
+  if (n < 0 || ctx.failed) {
+    Py_DECREF(ctx.names);
+    goto fail;
+  }
+  /* Symbol-table order is a hash order: sort for a stable `lib.kernels`. */
+  if (PyList_Sort(ctx.names)) {
+    Py_DECREF(ctx.names);
+    goto fail;
+  }
+  lib->kernels = PyList_AsTuple(ctx.names);
+  Py_DECREF(ctx.names);
+  if (!lib->kernels) goto fail;
+  Py_DECREF(bytes);
+  return (PyObject *)lib;
+fail:
+  Py_XDECREF(lib);
+  Py_DECREF(bytes);
+  return NULL;
+}
+
+/* Only reached when the instance dict has no such kernel: say why precisely. */
+static PyObject *library_getattro(PyObject *self, PyObject *name) {
+  PyObject *v = PyObject_GenericGetAttr(self, name);
+  if (v || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)) return v;
+  LibraryObject *lib = (LibraryObject *)self;
+  const char *s = PyUnicode_AsUTF8(name);
+  if (!s || s[0] == '_' || !lib->handle) return NULL;
+  PyErr_Clear();
+  if (dlsym(lib->handle, s))
+    PyErr_Format(PyExc_AttributeError,
+                 "'%s' in %U is not a dlx kernel: only functions defined with DLX_KERNEL(%s) "
+                 "can be called",
+                 s, lib->path, s);
+  else
+    PyErr_Format(PyExc_AttributeError, "%U has no kernel '%s' (it defines %R)", lib->path, s,
+                 lib->kernels);
+  return NULL;
+}
+
+static int library_traverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(((LibraryObject *)self)->dict);
+  return 0;
+}
+
+static int library_clear(PyObject *self) {
+  Py_CLEAR(((LibraryObject *)self)->dict);
+  return 0;
+}
+
+/* The handle is never dlclose'd: tensors and tables a kernel handed out may point
+ * into the library's code or data long after the Library object is gone. */
+static void library_dealloc(PyObject *self) {
+  LibraryObject *lib = (LibraryObject *)self;
+  PyObject_GC_UnTrack(self);
+  library_clear(self);
+  Py_XDECREF(lib->path);
+  Py_XDECREF(lib->kernels);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *library_repr(PyObject *self) {
+  LibraryObject *lib = (LibraryObject *)self;
+  return PyUnicode_FromFormat("<dlx.Library %R kernels=%R>", lib->path, lib->kernels);
+}
+
+static PyObject *library_dir(PyObject *self, PyObject *unused) {
+  (void)unused;
+  LibraryObject *lib = (LibraryObject *)self;
+  PyObject *extra = Py_BuildValue("(ss)", "kernels", "path");
+  PyObject *names = extra ? PySequence_Concat(lib->kernels, extra) : NULL;
+  Py_XDECREF(extra);
+  PyObject *list = names ? PySequence_List(names) : NULL;
+  Py_XDECREF(names);
+  return list;
+}
+
+static PyMemberDef library_members[] = {
+    {"kernels", T_OBJECT_EX, offsetof(LibraryObject, kernels), READONLY,
+     "names of the kernels the library defines"},
+    {"path", T_OBJECT_EX, offsetof(LibraryObject, path), READONLY, "the loaded file"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyMethodDef library_methods[] = {
+    {"__dir__", library_dir, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL}};
+
+static PyTypeObject LibraryType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Library",
+    .tp_basicsize = sizeof(LibraryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dictoffset = offsetof(LibraryObject, dict),
+    .tp_getattro = library_getattro,
+    .tp_traverse = library_traverse,
+    .tp_clear = library_clear,
+    .tp_dealloc = library_dealloc,
+    .tp_repr = library_repr,
+    .tp_members = library_members,
+    .tp_methods = library_methods,
+    .tp_doc = "A shared library of dlx kernels; see dlx.load.",
+};
+
+int dlx_library_init(PyObject *module) {
+  if (PyType_Ready(&KernelType) || PyType_Ready(&LibraryType)) return -1;
+  if (PyModule_AddObjectRef(module, "Kernel", (PyObject *)&KernelType) ||
+      PyModule_AddObjectRef(module, "Library", (PyObject *)&LibraryType))
+    return -1;
+  return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * module.c - dlx._core: module init and the small module-level functions.
+ * The user-facing API is re-exported by python/dlx/__init__.py.
+ */
+#include "dlx_py.h"
+
+static PyObject *exchange_api(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyTypeObject *tp = PyType_Check(arg) ? (PyTypeObject *)arg : Py_TYPE(arg);
+  const dlx_type_info *info = dlx_type_info_get(tp);
+  if (!info) return NULL;
+  if (info->source != DLX_SRC_TABLE) Py_RETURN_NONE;
+  return dlx_table_capsule(info->api);
+}
+
+static PyObject *register_provider(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+  (void)self;
+  if (n != 2 || !PyType_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "register_provider(type, capsule)");
+    return NULL;
+  }
+  if (dlx_register_provider((PyTypeObject *)args[0], args[1], NULL)) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* Register dlx's numpy table for numpy.ndarray (numpy must be importable). */
+static PyObject *install_numpy(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  const DLPackExchangeAPI *api = dlx_numpy_table();
+  if (!api) return NULL;
+  PyObject *np = PyImport_ImportModule("numpy");
+  PyObject *ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
+  PyObject *cap = dlx_table_capsule(api);
+  int rc = ndarray && cap && PyType_Check(ndarray)
+               ? dlx_register_provider((PyTypeObject *)ndarray, cap, dlx_numpy_scratch_view)
+               : -1;
+  Py_XDECREF(np);
+  Py_XDECREF(ndarray);
+  Py_XDECREF(cap);
+  if (rc) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *stats(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return Py_BuildValue("{sK}", "type_lookups", dlx_stat_type_lookups);
+}
+
+static PyMethodDef methods[] = {
+    {"load", dlx_load, METH_O, "load(path) -> Library: load a shared library of dlx kernels"},
+    {"exchange_api", exchange_api, METH_O,
+     "exchange_api(type_or_obj) -> capsule or None: the exchange table dlx uses for it"},
+    {"register_provider", (PyCFunction)(void (*)(void))register_provider, METH_FASTCALL,
+     "register_provider(type, capsule): use this table for a type that cannot carry one"},
+    {"_install_numpy", install_numpy, METH_NOARGS, "register dlx's numpy.ndarray table"},
+    {"_stats", stats, METH_NOARGS, "internal counters (type-cache misses), for tests"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, .m_name = "dlx._core", .m_doc = "dlx runtime", .m_size = -1,
+    .m_methods = methods};
+
+PyMODINIT_FUNC PyInit__core(void) {
+  PyObject *m = PyModule_Create(&module_def);
+  if (!m) return NULL;
+  if (dlx_tables_init(m) || dlx_library_init(m) ||
+      PyModule_AddIntConstant(m, "DLPACK_MAJOR_VERSION", DLPACK_MAJOR_VERSION) ||
+      PyModule_AddIntConstant(m, "DLPACK_MINOR_VERSION", DLPACK_MINOR_VERSION) ||
+      PyModule_AddIntConstant(m, "ABI_VERSION", DLX_ABI_VERSION) ||
+      PyModule_AddIntConstant(m, "MAX_ARGS", DLX_MAX_ARGS)) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

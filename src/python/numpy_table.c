@@ -1,0 +1,298 @@
+/*
+ * numpy_table.c - a DLPack exchange table for numpy.ndarray, written by dlx.
+ *
+ * numpy cannot carry `__dlpack_c_exchange_api__` on its (static) type, so dlx
+ * registers this table as a provider; `dlx.exchange_api(numpy.ndarray)` hands it
+ * to any other consumer as a capsule.
+ *
+ * The view export (dltensor_from_py_object_no_sync) is left NULL on purpose:
+ * numpy stores byte strides and DLPack wants element strides, which need storage
+ * the view contract does not provide. The managed export is cheap instead: its
+ * blocks come from a free list, so a warm call allocates nothing.
+ */
+#include "dlx_py.h"
+
+#include <numpy/arrayobject.h>
+
+#include "dlx_core.h"
+
+#define FREE_LIST_MAX 256
+
+/* One managed export: the DLPack struct first, so the deleter can cast back. */
+typedef struct np_export {
+  DLManagedTensorVersioned m;
+  PyObject *array;        /* keeps the data alive */
+  struct np_export *next; /* free-list link */
+  int64_t dims[2 * NPY_MAXDIMS]; /* shape then strides */
+} np_export;
+
+/* Touched only with the GIL held. */
+static np_export *free_list;
+static int free_count;
+static int ready; /* numpy's C API imported */
+
+static np_export *export_get(void) {
+  np_export *e = free_list;
+  if (e) {
+    free_list = e->next;
+    --free_count;
+    return e;
+  }
+  return PyMem_RawMalloc(sizeof *e);
+}
+
+static void export_put(np_export *e) {
+  if (free_count < FREE_LIST_MAX) {
+    e->next = free_list;
+    free_list = e;
+    ++free_count;
+  } else {
+    PyMem_RawFree(e);
+  }
+}
+
+static void np_deleter(DLManagedTensorVersioned *m) {
+  np_export *e = (np_export *)m;
+  /* A consumer may release from any thread; the free list and the refcount need the GIL. */
+  int need_gil = !PyGILState_Check();
+  PyGILState_STATE g = need_gil ? PyGILState_Ensure() : PyGILState_LOCKED;
+  Py_CLEAR(e->array);
+  export_put(e);
+  if (need_gil) PyGILState_Release(g);
+}
+
+static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
+  if (!PyArray_ISNBO(d->byteorder)) {
+    PyErr_Format(PyExc_BufferError,
+                 "numpy dtype '%c%c%d' has non-native byte order; DLPack needs native order",
+                 d->byteorder, d->kind, d->elsize);
+    return -1;
+  }
+  uint8_t code;
+  switch (d->type_num) {
+    case NPY_BOOL: code = kDLBool; break;
+    case NPY_BYTE: case NPY_SHORT: case NPY_INT: case NPY_LONG: case NPY_LONGLONG:
+      code = kDLInt; break;
+    case NPY_UBYTE: case NPY_USHORT: case NPY_UINT: case NPY_ULONG: case NPY_ULONGLONG:
+      code = kDLUInt; break;
+    case NPY_HALF: case NPY_FLOAT: case NPY_DOUBLE: code = kDLFloat; break;
+    case NPY_CFLOAT: case NPY_CDOUBLE: code = kDLComplex; break;
+    default: {
+      PyObject *name = PyObject_Str((PyObject *)d);
+      PyErr_Format(PyExc_BufferError, "numpy dtype '%U' cannot be expressed in DLPack", name);
+      Py_XDECREF(name);
+      return -1;
+    }
+  }
+  *out = (DLDataType){code, (uint8_t)(d->elsize * 8), 1};
+  return 0;
+}
+
+static int dl_to_type_num(DLDataType t) {
+  if (t.lanes != 1) return -1;
+  switch (t.code) {
+    case kDLBool: return t.bits == 8 ? NPY_BOOL : -1;
+    case kDLInt:
+      return t.bits == 8 ? NPY_INT8 : t.bits == 16 ? NPY_INT16 : t.bits == 32 ? NPY_INT32
+             : t.bits == 64 ? NPY_INT64 : -1;
+    case kDLUInt:
+      return t.bits == 8 ? NPY_UINT8 : t.bits == 16 ? NPY_UINT16 : t.bits == 32 ? NPY_UINT32
+             : t.bits == 64 ? NPY_UINT64 : -1;
+    case kDLFloat:
+      return t.bits == 16 ? NPY_FLOAT16 : t.bits == 32 ? NPY_FLOAT32
+             : t.bits == 64 ? NPY_FLOAT64 : -1;
+    case kDLComplex: return t.bits == 64 ? NPY_COMPLEX64 : t.bits == 128 ? NPY_COMPLEX128 : -1;
+    default: return -1;
+  }
+}
+
+/* Describe ndarray `a` in `t`, with shape and strides stored in `dims` (2 * ndim). */
+static int describe(PyArrayObject *a, DLTensor *t, int64_t *dims) {
+  DLDataType dtype;
+  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
+  int32_t nd = PyArray_NDIM(a), bad = 0;
+  int64_t *shape = dims, *strides = dims + nd;
+  for (int32_t d = 0; d < nd; ++d) shape[d] = PyArray_DIM(a, d);
+  if (dlx_strides_from_bytes(nd, shape, (const int64_t *)PyArray_STRIDES(a),
+                             PyArray_ITEMSIZE(a), strides, &bad)) {
+    PyErr_Format(PyExc_BufferError,
+                 "numpy stride %zd of dimension %d is not a multiple of the item size %d",
+                 (Py_ssize_t)PyArray_STRIDE(a, bad), (int)bad, (int)PyArray_ITEMSIZE(a));
+    return -1;
+  }
+  *t = (DLTensor){.data = PyArray_DATA(a),
+                  .device = {kDLCPU, 0},
+                  .ndim = nd,
+                  .dtype = dtype,
+                  .shape = shape,
+                  .strides = strides,
+                  .byte_offset = 0};
+  return 0;
+}
+
+static int not_ndarray(PyObject *obj) {
+  PyErr_Format(PyExc_TypeError, "expected a numpy.ndarray, got %.100s", Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
+static int np_from_py(void *py_object, DLManagedTensorVersioned **out) {
+  PyObject *obj = py_object;
+  if (!PyArray_Check(obj)) return not_ndarray(obj);
+  PyArrayObject *a = (PyArrayObject *)obj;
+  np_export *e = export_get();
+  if (!e) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (describe(a, &e->m.dl_tensor, e->dims)) {
+    export_put(e);
+    return -1;
+  }
+  e->array = Py_NewRef(obj);
+  e->m.version = (DLPackVersion){DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  e->m.manager_ctx = e;
+  e->m.deleter = np_deleter;
+  e->m.flags = PyArray_ISWRITEABLE(a) ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+  *out = &e->m;
+  return 0;
+}
+
+/* dlx's own consumer keeps the array alive for the call and lends per-argument
+ * scratch, so it needs neither a reference nor a managed block. */
+int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
+                           int32_t *readonly) {
+  if (!PyArray_Check(obj)) return not_ndarray(obj);
+  PyArrayObject *a = (PyArrayObject *)obj;
+  if (2 * PyArray_NDIM(a) > scratch_len) return 0;
+  if (describe(a, out, scratch)) return -1;
+  *readonly = !PyArray_ISWRITEABLE(a);
+  return 1;
+}
+
+static void owner_destructor(PyObject *capsule) {
+  DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dlx.numpy_owner");
+  if (m && m->deleter) m->deleter(m);
+}
+
+static int np_to_py(DLManagedTensorVersioned *m, void **out) {
+  if (m->deleter == np_deleter) { /* our own export: give back the very array */
+    *out = Py_NewRef(((np_export *)m)->array);
+    np_deleter(m);
+    return 0;
+  }
+  const DLTensor *t = &m->dl_tensor;
+  int type_num = dl_to_type_num(t->dtype);
+  npy_intp dims[NPY_MAXDIMS], bstrides[NPY_MAXDIMS];
+  if (t->device.device_type != kDLCPU && t->device.device_type != kDLCUDAHost &&
+      t->device.device_type != kDLROCMHost) {
+    PyErr_Format(PyExc_BufferError, "numpy can only import host memory, not device type %d",
+                 (int)t->device.device_type);
+    goto fail;
+  }
+  if (type_num < 0) {
+    PyErr_Format(PyExc_BufferError, "DLPack dtype (code %u, bits %u, lanes %u) has no numpy dtype",
+                 t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    goto fail;
+  }
+  if (t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
+    PyErr_Format(PyExc_BufferError, "numpy supports at most %d dimensions, got %d", NPY_MAXDIMS,
+                 (int)t->ndim);
+    goto fail;
+  }
+  int64_t itemsize = dlx_dtype_itemsize(t->dtype), compact[NPY_MAXDIMS];
+  if (!t->strides) dlx_compact_strides(t->ndim, t->shape, compact);
+  for (int32_t d = 0; d < t->ndim; ++d) {
+    dims[d] = t->shape[d];
+    bstrides[d] = (t->strides ? t->strides[d] : compact[d]) * itemsize;
+  }
+  PyObject *owner = PyCapsule_New(m, "dlx.numpy_owner", owner_destructor);
+  if (!owner) goto fail;
+  int flags = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? 0 : NPY_ARRAY_WRITEABLE;
+  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type_num), t->ndim,
+                                       dims, bstrides, (char *)t->data + t->byte_offset, flags,
+                                       NULL);
+  if (!arr) {
+    Py_DECREF(owner); /* runs the deleter */
+    return -1;
+  }
+  if (PyArray_SetBaseObject((PyArrayObject *)arr, owner)) { /* steals owner */
+    Py_DECREF(arr);
+    return -1;
+  }
+  *out = arr;
+  return 0;
+fail:
+  if (m->deleter) m->deleter(m); /* the import owns `m`, also when it fails */
+  return -1;
+}
+
+/* Hand the pending Python exception to SetError, as the allocator contract asks. */
+static void pending_to_set_error(void *ctx, void (*SetError)(void *, const char *, const char *)) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject *msg = value ? PyObject_Str(value) : NULL;
+  const char *kind = type ? ((PyTypeObject *)type)->tp_name : "RuntimeError";
+  const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+  PyErr_Clear();
+  SetError(ctx, kind, text ? text : "numpy allocation failed");
+  Py_XDECREF(msg);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+static int np_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
+                    void (*SetError)(void *, const char *, const char *)) {
+  char msg[160];
+  if (proto->device.device_type != kDLCPU) {
+    snprintf(msg, sizeof msg, "numpy allocates host memory only, not device type %d",
+             (int)proto->device.device_type);
+    SetError(ctx, "ValueError", msg);
+    return -1;
+  }
+  int type_num = dl_to_type_num(proto->dtype);
+  if (type_num < 0) {
+    snprintf(msg, sizeof msg, "numpy has no dtype for DLPack (code %u, bits %u, lanes %u)",
+             proto->dtype.code, proto->dtype.bits, proto->dtype.lanes);
+    SetError(ctx, "TypeError", msg);
+    return -1;
+  }
+  if (proto->ndim < 0 || proto->ndim > NPY_MAXDIMS) {
+    snprintf(msg, sizeof msg, "numpy supports at most %d dimensions", NPY_MAXDIMS);
+    SetError(ctx, "ValueError", msg);
+    return -1;
+  }
+  npy_intp dims[NPY_MAXDIMS];
+  for (int32_t d = 0; d < proto->ndim; ++d) dims[d] = proto->shape[d];
+  PyObject *arr = PyArray_Empty(proto->ndim, dims, PyArray_DescrFromType(type_num), 0);
+  int rc = arr ? np_from_py(arr, out) : -1;
+  Py_XDECREF(arr);
+  if (rc) pending_to_set_error(ctx, SetError);
+  return rc;
+}
+
+static int np_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  (void)device_type;
+  (void)device_id;
+  *out = NULL; /* numpy is host-only: there is no stream */
+  return 0;
+}
+
+static const DLPackExchangeAPI numpy_api = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
+    .managed_tensor_allocator = np_alloc,
+    .managed_tensor_from_py_object_no_sync = np_from_py,
+    .managed_tensor_to_py_object_no_sync = np_to_py,
+    .dltensor_from_py_object_no_sync = NULL,
+    .current_work_stream = np_stream,
+};
+
+const DLPackExchangeAPI *dlx_numpy_table(void) {
+  if (!ready) {
+    if (_import_array() < 0) return NULL;
+    ready = 1;
+  }
+  return &numpy_api;
+}
+

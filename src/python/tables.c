@@ -1,0 +1,192 @@
+/*
+ * tables.c - how a Python type yields tensors, found once per type and cached.
+ *
+ * Order (interface.md): the type's exchange table (`__dlpack_c_exchange_api__`
+ * capsule, or the legacy int `__c_dlpack_exchange_api__`), a provider dlx
+ * registered for the type or a base, `__dlpack__`, the buffer protocol.
+ *
+ * The cache is a small direct-mapped array keyed by type pointer and checked
+ * against tp_version_tag: CPython resets the tag whenever an attribute of the
+ * type (or of a base) changes, so a replaced table is noticed on the next call
+ * without any attribute lookup on the hit path.
+ */
+#include "dlx_py.h"
+
+#define CACHE_SIZE 128 /* power of two */
+#define MAX_PREV_API_DEPTH 16
+
+static dlx_type_info cache[CACHE_SIZE];
+static unsigned int provider_generation = 1; /* bumped on register: drops every entry */
+static PyObject *providers;                  /* dict: type -> capsule */
+static struct {
+  PyTypeObject *type;
+  dlx_scratch_view_fn view;
+} provider_views[8]; /* dlx's own providers' fast views */
+static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
+unsigned long long dlx_stat_type_lookups;
+
+static int version_tag_valid(PyTypeObject *tp) {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+  return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag != 0;
+#else
+  return tp->tp_version_tag != 0;
+#endif
+}
+
+static const DLPackExchangeAPI *validate(const DLPackExchangeAPIHeader *head, const char *who) {
+  if (!head) {
+    PyErr_Format(PyExc_TypeError, "%s: DLPack exchange table pointer is NULL", who);
+    return NULL;
+  }
+  /* Only the header is read until a major-1 table is found: anything else in a
+   * table of another major may have a different layout. */
+  const DLPackExchangeAPIHeader *h = head;
+  for (int depth = 0; h && h->version.major != 1 && depth < MAX_PREV_API_DEPTH; ++depth)
+    h = h->prev_api;
+  if (!h || h->version.major != 1) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: DLPack exchange table has major version %u and no major-1 table in "
+                 "its prev_api chain (dlx speaks DLPack 1.x)",
+                 who, (unsigned)head->version.major);
+    return NULL;
+  }
+  const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)h;
+  const char *missing = !api->managed_tensor_allocator ? "managed_tensor_allocator"
+                        : !api->managed_tensor_from_py_object_no_sync
+                            ? "managed_tensor_from_py_object_no_sync"
+                        : !api->managed_tensor_to_py_object_no_sync
+                            ? "managed_tensor_to_py_object_no_sync"
+                        : !api->current_work_stream ? "current_work_stream"
+                                                    : NULL;
+  if (missing) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: DLPack exchange table is unusable: required function %s is NULL", who,
+                 missing);
+    return NULL;
+  }
+  return api;
+}
+
+const DLPackExchangeAPI *dlx_table_from_capsule(PyObject *capsule, const char *who) {
+  if (!PyCapsule_IsValid(capsule, DLX_EXCHANGE_API_CAPSULE)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s must be a PyCapsule named '%s', got %.100s", who,
+                 DLX_EXCHANGE_API_ATTR, DLX_EXCHANGE_API_CAPSULE, Py_TYPE(capsule)->tp_name);
+    return NULL;
+  }
+  return validate(PyCapsule_GetPointer(capsule, DLX_EXCHANGE_API_CAPSULE), who);
+}
+
+PyObject *dlx_table_capsule(const DLPackExchangeAPI *api) {
+  return PyCapsule_New((void *)api, DLX_EXCHANGE_API_CAPSULE, NULL);
+}
+
+/* The attribute `name` of `tp`, NULL without exception when absent or None. */
+static int type_attr(PyTypeObject *tp, PyObject *name, PyObject **out) {
+  *out = PyObject_GetAttr((PyObject *)tp, name);
+  if (*out) {
+    if (*out == Py_None) Py_CLEAR(*out);
+    return 0;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+  PyErr_Clear();
+  return 0;
+}
+
+static int discover(PyTypeObject *tp, dlx_type_info *info) {
+  const char *who = tp->tp_name;
+  PyObject *attr;
+  if (type_attr(tp, str_api_attr, &attr)) return -1;
+  if (attr) {
+    info->api = dlx_table_from_capsule(attr, who);
+    if (!info->api) goto fail;
+    goto table;
+  }
+  if (type_attr(tp, str_legacy_attr, &attr)) return -1;
+  if (attr) {
+    if (!PyLong_Check(attr)) {
+      PyErr_Format(PyExc_TypeError, "%s: %s must be an int address, got %.100s", who,
+                   DLX_EXCHANGE_API_LEGACY_ATTR, Py_TYPE(attr)->tp_name);
+      goto fail;
+    }
+    void *p = PyLong_AsVoidPtr(attr);
+    if (!p && PyErr_Occurred()) goto fail;
+    info->api = validate(p, who);
+    if (!info->api) goto fail;
+    goto table;
+  }
+  /* Providers are registered for exact types; walking the MRO serves subclasses. */
+  PyObject *mro = tp->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject *cap = PyDict_GetItemWithError(providers, PyTuple_GET_ITEM(mro, i));
+    if (cap) {
+      attr = Py_NewRef(cap);
+      info->api = dlx_table_from_capsule(attr, who);
+      if (!info->api) goto fail;
+      for (size_t k = 0; k < sizeof provider_views / sizeof provider_views[0]; ++k)
+        if ((PyObject *)provider_views[k].type == PyTuple_GET_ITEM(mro, i))
+          info->scratch_view = provider_views[k].view;
+      goto table;
+    }
+    if (PyErr_Occurred()) return -1;
+  }
+  int has = PyObject_HasAttr((PyObject *)tp, str_dlpack);
+  if (has) {
+    info->source = DLX_SRC_DLPACK;
+    return 0;
+  }
+  if (tp->tp_as_buffer && tp->tp_as_buffer->bf_getbuffer) {
+    info->source = DLX_SRC_BUFFER;
+    return 0;
+  }
+  info->source = DLX_SRC_NOT_TENSOR;
+  return 0;
+table:
+  info->source = DLX_SRC_TABLE;
+  info->owner = attr;
+  return 0;
+fail:
+  Py_DECREF(attr);
+  return -1;
+}
+
+const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
+  dlx_type_info *e = &cache[((uintptr_t)tp >> 4) & (CACHE_SIZE - 1)];
+  if (e->type == tp && e->version_tag == tp->tp_version_tag &&
+      e->generation == provider_generation && version_tag_valid(tp))
+    return e;
+  ++dlx_stat_type_lookups;
+  dlx_type_info fresh = {0};
+  fresh.type = tp;
+  if (discover(tp, &fresh)) return NULL;
+  /* The lookups above gave the type a valid tag; read it only now. */
+  fresh.version_tag = tp->tp_version_tag;
+  fresh.generation = provider_generation;
+  PyObject *old = e->owner;
+  *e = fresh;
+  Py_XDECREF(old);
+  if (!version_tag_valid(tp)) e->type = NULL; /* uncacheable: keep it for this call only */
+  return e;
+}
+
+int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_fn view) {
+  if (!dlx_table_from_capsule(capsule, tp->tp_name)) return -1;
+  if (PyDict_SetItem(providers, (PyObject *)tp, capsule)) return -1;
+  size_t n = sizeof provider_views / sizeof provider_views[0], k = 0;
+  while (k < n && provider_views[k].type && provider_views[k].type != tp) ++k;
+  if (k < n) {
+    if (!provider_views[k].type) Py_INCREF(tp);
+    provider_views[k].type = tp;
+    provider_views[k].view = view; /* a re-registration without a view drops the old one */
+  }
+  ++provider_generation;
+  return 0;
+}
+
+int dlx_tables_init(PyObject *module) {
+  (void)module;
+  providers = PyDict_New();
+  str_api_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_ATTR);
+  str_legacy_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_LEGACY_ATTR);
+  str_dlpack = PyUnicode_InternFromString("__dlpack__");
+  return providers && str_api_attr && str_legacy_attr && str_dlpack ? 0 : -1;
+}

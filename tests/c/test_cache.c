@@ -1,0 +1,407 @@
+/* test_cache.c - cache folder resolution and checks, trust of cached files,
+ * locking across processes, temp names and atomic publishing. Real files in a
+ * fresh mkdtemp folder under /tmp. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dlx_cache.h"
+
+static char root[256];
+static char err[1024];
+
+static const char *at(const char *name) {
+  static char buf[4][512];
+  static int k;
+  char *b = buf[k++ % 4];
+  snprintf(b, sizeof buf[0], "%s/%s", root, name);
+  return b;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  chmod(p, 0700); /* so a folder we made 0000 can still be emptied */
+  return remove(p);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(root, sizeof root, "/tmp/dlx-test-cache-XXXXXX");
+  if (!mkdtemp(root)) return -1;
+  umask(022);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void write_file(const char *path, const void *data, size_t n, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, n), (ssize_t)n);
+  assert_int_equal(fchmod(fd, mode), 0);
+  close(fd);
+}
+
+/* A real ELF shared object/executable: a copy of /bin/true. */
+static void copy_elf(const char *path, mode_t mode) {
+  int in = open("/bin/true", O_RDONLY);
+  assert_true(in >= 0);
+  struct stat st;
+  assert_int_equal(fstat(in, &st), 0);
+  char *data = malloc((size_t)st.st_size);
+  assert_non_null(data);
+  assert_int_equal(read(in, data, (size_t)st.st_size), (ssize_t)st.st_size);
+  close(in);
+  write_file(path, data, (size_t)st.st_size, mode);
+  free(data);
+}
+
+static mode_t mode_of(const char *path) {
+  struct stat st;
+  assert_int_equal(lstat(path, &st), 0);
+  return st.st_mode & 07777;
+}
+
+/* ---- resolve -------------------------------------------------------------- */
+
+static void expect_resolve(const char *dlx, const char *xdg, const char *home,
+                           const char *want) {
+  char out[512];
+  err[0] = '\0';
+  assert_int_equal(dlx_cache_dir_resolve(dlx, xdg, home, out, sizeof out, err, sizeof err), 0);
+  assert_string_equal(out, want);
+}
+
+static void test_resolve(void **state) {
+  (void)state;
+  expect_resolve("/c/dlx-own", "/x", "/h", "/c/dlx-own");
+  expect_resolve("/c/dlx-own/", "/x", "/h", "/c/dlx-own");
+  expect_resolve("", "/x", "/h", "/x/dlx");
+  expect_resolve(NULL, "/x/", "/h", "/x/dlx");
+  expect_resolve(NULL, "", "/h", "/h/.cache/dlx");
+  expect_resolve(NULL, NULL, "/h//", "/h/.cache/dlx");
+  expect_resolve(NULL, "relative/cache", "/h", "/h/.cache/dlx"); /* XDG: ignore relative */
+  expect_resolve(NULL, "/", "/h", "/dlx");
+  expect_resolve("", "", "/", "/.cache/dlx");
+
+  char out[512];
+  assert_int_equal(dlx_cache_dir_resolve(NULL, NULL, NULL, out, sizeof out, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "HOME"));
+  assert_int_equal(dlx_cache_dir_resolve("", "", "", out, sizeof out, err, sizeof err), -1);
+  /* too small: an error, never a truncated path */
+  assert_int_equal(dlx_cache_dir_resolve(NULL, NULL, "/h", out, 8, err, sizeof err), -1);
+  assert_non_null(strstr(err, "too long"));
+  assert_int_equal(dlx_cache_dir_resolve(NULL, NULL, "/h", out, 14, err, sizeof err), 0);
+  assert_string_equal(out, "/h/.cache/dlx");
+}
+
+/* ---- ensure ----------------------------------------------------------------- */
+
+static void test_ensure_creates(void **state) {
+  (void)state;
+  const char *deep = at("a/b/c/dlx");
+  assert_int_equal(dlx_cache_dir_ensure(deep, err, sizeof err), 0);
+  assert_int_equal(mode_of(deep), 0700);
+  assert_int_equal(mode_of(at("a/b")), 0700);
+  /* again: already there and fine */
+  assert_int_equal(dlx_cache_dir_ensure(deep, err, sizeof err), 0);
+  /* a trailing slash is the same folder */
+  assert_int_equal(dlx_cache_dir_ensure(at("a/b/c/dlx/"), err, sizeof err), 0);
+
+  /* a restrictive umask cannot leave the final folder unusable */
+  mode_t old = umask(0277);
+  int rc = dlx_cache_dir_ensure(at("um"), err, sizeof err);
+  umask(old);
+  assert_int_equal(rc, 0);
+  assert_int_equal(mode_of(at("um")), 0700);
+
+  /* an existing 0755 folder owned by us is acceptable (not writable by others) */
+  assert_int_equal(mkdir(at("open"), 0755), 0);
+  assert_int_equal(chmod(at("open"), 0755), 0);
+  assert_int_equal(dlx_cache_dir_ensure(at("open"), err, sizeof err), 0);
+}
+
+static void test_ensure_refuses(void **state) {
+  (void)state;
+  assert_int_equal(mkdir(at("real"), 0700), 0);
+  assert_int_equal(symlink(at("real"), at("link")), 0);
+  assert_int_equal(dlx_cache_dir_ensure(at("link"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "symlink"));
+  assert_int_equal(dlx_cache_dir_ensure(at("link/"), err, sizeof err), -1); /* no follow */
+  assert_non_null(strstr(err, "symlink"));
+
+  assert_int_equal(mkdir(at("gw"), 0700), 0);
+  assert_int_equal(chmod(at("gw"), 0770), 0);
+  assert_int_equal(dlx_cache_dir_ensure(at("gw"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "writable by group or others"));
+  assert_int_equal(mkdir(at("ow"), 0700), 0);
+  assert_int_equal(chmod(at("ow"), 0702), 0);
+  assert_int_equal(dlx_cache_dir_ensure(at("ow"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "writable by group or others"));
+
+  write_file(at("file"), "x", 1, 0600);
+  assert_int_equal(dlx_cache_dir_ensure(at("file"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a directory"));
+  assert_int_equal(dlx_cache_dir_ensure(at("file/sub"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "cannot create"));
+  assert_int_equal(dlx_cache_dir_ensure("", err, sizeof err), -1);
+}
+
+static void test_ensure_refuses_foreign_owner(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* only root can hand a folder to another uid */
+  assert_int_equal(mkdir(at("theirs"), 0700), 0);
+  assert_int_equal(chown(at("theirs"), 65534, 65534), 0);
+  assert_int_equal(dlx_cache_dir_ensure(at("theirs"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "owned by uid 65534"));
+}
+
+/* ---- trusted ---------------------------------------------------------------- */
+
+static void test_trusted(void **state) {
+  (void)state;
+  assert_int_equal(dlx_cache_file_trusted(at("missing.so"), err, sizeof err), 0);
+
+  copy_elf(at("good.so"), 0755);
+  assert_int_equal(dlx_cache_file_trusted(at("good.so"), err, sizeof err), 1);
+  copy_elf(at("good600.so"), 0600);
+  assert_int_equal(dlx_cache_file_trusted(at("good600.so"), err, sizeof err), 1);
+
+  assert_int_equal(symlink(at("good.so"), at("link.so")), 0);
+  assert_int_equal(dlx_cache_file_trusted(at("link.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "symlink"));
+
+  copy_elf(at("gw.so"), 0775);
+  assert_int_equal(dlx_cache_file_trusted(at("gw.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "writable by group or others"));
+  copy_elf(at("ow.so"), 0757);
+  assert_int_equal(dlx_cache_file_trusted(at("ow.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "writable by group or others"));
+
+  char text[200];
+  memset(text, '#', sizeof text);
+  write_file(at("text.so"), text, sizeof text, 0755);
+  assert_int_equal(dlx_cache_file_trusted(at("text.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "not an ELF"));
+
+  /* the ELF magic but cut short */
+  char head[63];
+  memset(head, 0, sizeof head);
+  memcpy(head, "\x7f" "ELF", 4);
+  write_file(at("short.so"), head, sizeof head, 0755);
+  assert_int_equal(dlx_cache_file_trusted(at("short.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "truncated"));
+  write_file(at("empty.so"), "", 0, 0755);
+  assert_int_equal(dlx_cache_file_trusted(at("empty.so"), err, sizeof err), -1);
+
+  assert_int_equal(mkdir(at("dir.so"), 0700), 0);
+  assert_int_equal(dlx_cache_file_trusted(at("dir.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file"));
+}
+
+static void test_trusted_refuses_foreign_owner(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip();
+  copy_elf(at("theirs.so"), 0755);
+  assert_int_equal(chown(at("theirs.so"), 65534, 65534), 0);
+  assert_int_equal(chmod(at("theirs.so"), 0755), 0); /* chown may clear bits; restore */
+  assert_int_equal(dlx_cache_file_trusted(at("theirs.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "owned by uid 65534"));
+}
+
+/* ---- locks ------------------------------------------------------------------ */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_lock_basics(void **state) {
+  (void)state;
+  dlx_lock l = {-1};
+  assert_int_equal(dlx_lock_acquire(at("x.lock"), &l, err, sizeof err), 0);
+  assert_true(l.fd >= 0);
+  assert_int_equal(mode_of(at("x.lock")), 0600);
+  assert_true(fcntl(l.fd, F_GETFD) & FD_CLOEXEC);
+  /* a second open file description cannot take it meanwhile */
+  int other = open(at("x.lock"), O_RDWR);
+  assert_true(other >= 0);
+  assert_int_equal(flock(other, LOCK_EX | LOCK_NB), -1);
+  assert_int_equal(errno, EWOULDBLOCK);
+  dlx_lock_release(&l);
+  assert_int_equal(l.fd, -1);
+  dlx_lock_release(&l); /* twice is harmless */
+  assert_int_equal(flock(other, LOCK_EX | LOCK_NB), 0);
+  close(other);
+
+  /* a symlink planted at the lock path is refused, and its target left alone */
+  write_file(at("target"), "keep", 4, 0644);
+  assert_int_equal(symlink(at("target"), at("evil.lock")), 0);
+  assert_int_equal(dlx_lock_acquire(at("evil.lock"), &l, err, sizeof err), -1);
+  assert_int_equal(l.fd, -1);
+  assert_non_null(strstr(err, "symlink"));
+  assert_int_equal(mode_of(at("target")), 0644);
+
+  assert_int_equal(dlx_lock_acquire(at("no/such/dir.lock"), &l, err, sizeof err), -1);
+  assert_non_null(strstr(err, "no/such/dir.lock"));
+}
+
+static void test_lock_blocks_other_process(void **state) {
+  (void)state;
+  const char *path = at("build.lock");
+  int go[2], back[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(back), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* child: wait until the parent holds the lock, say "trying", then block */
+    char c;
+    close(go[1]);
+    close(back[0]);
+    if (read(go[0], &c, 1) != 1) _exit(3);
+    if (write(back[1], "w", 1) != 1) _exit(3);
+    dlx_lock l;
+    char e[256];
+    if (dlx_lock_acquire(path, &l, e, sizeof e) != 0) _exit(2);
+    double t = now();
+    if (write(back[1], &t, sizeof t) != (ssize_t)sizeof t) _exit(3);
+    dlx_lock_release(&l);
+    _exit(0);
+  }
+  close(go[0]);
+  close(back[1]);
+  dlx_lock l;
+  assert_int_equal(dlx_lock_acquire(path, &l, err, sizeof err), 0);
+  assert_int_equal(write(go[1], "g", 1), 1);
+  char c = 0;
+  assert_int_equal(read(back[0], &c, 1), 1);
+  assert_int_equal(c, 'w');
+  /* the child is now in (or about to enter) flock: nothing may arrive */
+  struct pollfd pfd = {back[0], POLLIN, 0};
+  assert_int_equal(poll(&pfd, 1, 100), 0);
+  double released = now();
+  dlx_lock_release(&l);
+  assert_int_equal(poll(&pfd, 1, 10000), 1);
+  double got = 0;
+  assert_int_equal(read(back[0], &got, sizeof got), (ssize_t)sizeof got);
+  assert_true(got >= released);
+  int status = -1;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  close(go[1]);
+  close(back[0]);
+}
+
+/* ---- temp names and publishing ---------------------------------------------- */
+
+static void test_temp_path(void **state) {
+  (void)state;
+  char a[512], b[512], prefix[512];
+  const char *final = at("lib.so");
+  assert_int_equal(dlx_temp_path(final, a, sizeof a), 0);
+  assert_int_equal(dlx_temp_path(final, b, sizeof b), 0);
+  snprintf(prefix, sizeof prefix, "%s.tmp.%ld.", final, (long)getpid());
+  assert_memory_equal(a, prefix, strlen(prefix));
+  assert_memory_equal(b, prefix, strlen(prefix));
+  assert_string_not_equal(a, b);
+  assert_int_equal(dlx_temp_path(final, a, strlen(prefix)), -1);
+}
+
+static void test_publish(void **state) {
+  (void)state;
+  const char *final = at("lib.so");
+  char tmp[512];
+  /* an old version, held open by a "reader" */
+  write_file(final, "old-contents", 12, 0755);
+  int reader = open(final, O_RDONLY);
+  assert_true(reader >= 0);
+  struct stat before;
+  assert_int_equal(stat(final, &before), 0);
+
+  assert_int_equal(dlx_temp_path(final, tmp, sizeof tmp), 0);
+  write_file(tmp, "new-contents!", 13, 0600);
+  assert_int_equal(dlx_publish(tmp, final, err, sizeof err), 0);
+
+  assert_int_equal(access(tmp, F_OK), -1); /* moved, not copied */
+  assert_int_equal(mode_of(final), 0755);
+  struct stat after;
+  assert_int_equal(stat(final, &after), 0);
+  assert_int_not_equal(after.st_ino, before.st_ino); /* replaced, not rewritten */
+  assert_int_equal(after.st_size, 13);
+  char buf[32] = {0};
+  int fd = open(final, O_RDONLY);
+  assert_int_equal(read(fd, buf, sizeof buf), 13);
+  assert_string_equal(buf, "new-contents!");
+  close(fd);
+  /* the reader still sees the complete old file */
+  memset(buf, 0, sizeof buf);
+  assert_int_equal(read(reader, buf, sizeof buf), 12);
+  assert_string_equal(buf, "old-contents");
+  close(reader);
+
+  /* a published ELF is trusted */
+  assert_int_equal(dlx_temp_path(at("elf.so"), tmp, sizeof tmp), 0);
+  copy_elf(tmp, 0666);
+  assert_int_equal(dlx_publish(tmp, at("elf.so"), err, sizeof err), 0);
+  assert_int_equal(dlx_cache_file_trusted(at("elf.so"), err, sizeof err), 1);
+}
+
+static void test_publish_failures(void **state) {
+  (void)state;
+  char tmp[512];
+  assert_int_equal(dlx_publish(at("nope.tmp"), at("nope.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "nope.tmp"));
+
+  /* rename into a missing folder fails and cleans up the temp file */
+  assert_int_equal(dlx_temp_path(at("x.so"), tmp, sizeof tmp), 0);
+  write_file(tmp, "data", 4, 0600);
+  assert_int_equal(dlx_publish(tmp, at("missing-dir/x.so"), err, sizeof err), -1);
+  assert_non_null(strstr(err, "rename"));
+  assert_int_equal(access(tmp, F_OK), -1);
+
+  /* a symlink as the temp file is not followed */
+  write_file(at("victim"), "v", 1, 0600);
+  assert_int_equal(symlink(at("victim"), at("sym.tmp")), 0);
+  assert_int_equal(dlx_publish(at("sym.tmp"), at("sym.so"), err, sizeof err), -1);
+  assert_int_equal(mode_of(at("victim")), 0600);
+  assert_int_equal(access(at("sym.so"), F_OK), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_resolve),
+      cmocka_unit_test_setup_teardown(test_ensure_creates, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ensure_refuses, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ensure_refuses_foreign_owner, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_trusted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_trusted_refuses_foreign_owner, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_basics, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_blocks_other_process, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_temp_path, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_publish_failures, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
