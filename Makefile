@@ -27,7 +27,7 @@ test-python:
 	PYTHONPATH=$(PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
 
 bench: build
-	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench.py
+	PYTHONPATH=$(PYPATH) $(PYTHON) -m dlx bench
 
 clean:
 	rm -rf $(BUILD)

@@ -15,6 +15,20 @@ else:
     _core._install_numpy()
 
 
+def _torch_autosetup():
+    import os
+
+    if os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1":
+        return
+    from . import torch as _dlx_torch
+
+    _dlx_torch._autosetup()
+
+
+# The first torch tensor that reaches a kernel sets torch up; importing dlx compiles nothing.
+_core.register_lazy_setup("torch", "Tensor", _torch_autosetup)
+
+
 def include_dir():
     """The folder holding dlx/dlx.h and dlx/dlpack.h, for `cc -I`."""
     return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")

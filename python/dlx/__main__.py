@@ -1,15 +1,146 @@
-"""python -m dlx: the command-line front."""
+"""python -m dlx: --include-dir | doctor | build-addon | cache list|clean | bench"""
+import glob
+import os
+import shlex
+import shutil
 import sys
 
-from . import include_dir
+USAGE = """usage: python -m dlx COMMAND
+  --include-dir      print the folder to pass to the compiler with -I
+  doctor             what dlx found and chose, and why
+  build-addon        build the torch addon: [--backend cpu|cuda|rocm|torch_npu |
+                     --build-with-cuda | --build-with-rocm | --build-with-torch-npu |
+                     --build-with-ascend] [--output-dir DIR]
+  cache list|clean   the cached addon libraries
+  bench              ns per kernel call, next to a bare C-extension call"""
 
 
-def main(argv=None):
+def _err(msg, code=2):
+    print(f"python -m dlx: error: {msg}", file=sys.stderr)
+    return code
+
+
+def build_addon(args, platform=None):
+    from . import _core
+    from . import torch as dt
+
+    try:
+        backend, output_dir = _core.parse_build_args(list(args), platform or sys.platform)
+    except ValueError as e:
+        return _err(e)
+    backend = backend or dt.backend()
+    path, ident, _ = dt.ensure_addon(backend, output_dir)
+    print(path)
+    return 0
+
+
+def _entries(folder):
+    return sorted(glob.glob(os.path.join(folder, "libdlx_torch_*")))
+
+
+def cache(args):
+    from . import _core
+    from . import torch as dt
+
+    folder = dt.cache_dir()
+    if args == ["list"]:
+        print(folder)
+        for path in _entries(folder):
+            if path.endswith(".so"):
+                status, why = _core.file_trusted(path)
+                state = "ok" if status == 1 else f"refused: {why}"
+                print(f"  {os.path.basename(path)}  {os.path.getsize(path)} bytes  {state}")
+        return 0
+    if args == ["clean"]:
+        removed = 0
+        for path in _entries(folder):
+            os.unlink(path)
+            removed += 1
+        print(f"removed {removed} file(s) from {folder}")
+        return 0
+    return _err("cache takes 'list' or 'clean'")
+
+
+def doctor():
+    import dlx
+
+    from . import _core
+
+    print(f"interpreter: {sys.executable} ({sys.version.split()[0]}, {sys.platform})")
+    print(f"dlx: {os.path.dirname(dlx.__file__)} (DLPack {_core.DLPACK_MAJOR_VERSION}."
+          f"{_core.DLPACK_MINOR_VERSION}, kernel ABI {_core.ABI_VERSION >> 16})")
+    print(f"include dir: {dlx.include_dir()}")
+    try:
+        import numpy
+        print(f"numpy {numpy.__version__}: table {'in force' if dlx.exchange_api(numpy.ndarray) else 'missing'} (dlx provider)")
+    except ImportError:
+        print("numpy: not importable")
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch: not importable ({e})")
+        torch = None
+    from . import torch as dt
+
+    if torch is not None:
+        print(f"torch {torch.__version__} at {os.path.dirname(torch.__file__)}; "
+              f"C++11 ABI {int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
+        try:
+            name, reason = dt.selection(torch)
+            forced = os.environ.get("DLX_BACKEND")
+            print(f"backend: {name} — {reason}" + (f" (DLX_BACKEND={forced})" if forced else ""))
+        except ValueError as e:
+            print(f"backend: error — {e}")
+            name = None
+        for probe, err in dt.probe_errors.items():
+            print(f"  probe {probe} raised {err} (counted as not available)")
+        if os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1":
+            print("table: DLX_DISABLE_TORCH_ADDON=1, torch tensors use __dlpack__")
+        elif name:
+            try:
+                rec = dt.install()
+                print(f"table in force: {rec.source} (backend {rec.backend})")
+                if rec.path:
+                    print(f"  addon: {rec.path}\n  identity: {rec.identity}")
+            except Exception as e:
+                print(f"table: could not be installed — {type(e).__name__}: {e}")
+    info = _core.provider_info()
+    print(f"stream providers (active backend {info['active']}, {info['calls']} calls so far):")
+    for backend, where in info["providers"].items():
+        print(f"  {backend}: {where}")
+    print("device map (DLPack device type -> backend):")
+    for dev, backend, note, only_active in _core.device_rows():
+        cond = " while that backend is active" if only_active else ""
+        print(f"  {dev:3d} -> {backend}{cond}: {note}")
+    folder = dt.cache_dir()
+    print(f"cache: {folder}")
+    for path in _entries(folder):
+        print(f"  {os.path.basename(path)}")
+    cxx = os.environ.get("CXX") or "c++"
+    exe = shutil.which(shlex.split(cxx)[0]) if cxx.strip() else None
+    print(f"compiler: {cxx} -> {exe or 'NOT FOUND'}")
+    return 0
+
+
+def main(argv=None, platform=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--include-dir"]:
+    cmd, rest = (argv[0], argv[1:]) if argv else (None, [])
+    if cmd == "--include-dir":
+        from . import include_dir
+
         print(include_dir())
         return 0
-    print("usage: python -m dlx --include-dir", file=sys.stderr)
+    if cmd == "build-addon":
+        return build_addon(rest, platform)
+    if cmd == "cache":
+        return cache(rest)
+    if cmd == "doctor":
+        return doctor()
+    if cmd == "bench":
+        from .bench import main as bench_main
+
+        return bench_main()
+    print(USAGE, file=sys.stderr)
     return 2
 
 

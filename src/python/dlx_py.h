@@ -50,6 +50,9 @@ typedef struct dlx_type_info {
 int dlx_tables_init(PyObject *module);
 /* The cached info of `tp`; NULL with an exception when the type's table is unusable. */
 const dlx_type_info *dlx_type_info_get(PyTypeObject *tp);
+/* The usable major-1 table at or behind `head` (walking prev_api); NULL with an
+ * exception naming `who` when there is none or a required function is NULL. */
+const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head, const char *who);
 /* Validate a capsule as a usable major-1 table; NULL with an exception naming `who`. */
 const DLPackExchangeAPI *dlx_table_from_capsule(PyObject *capsule, const char *who);
 /* Register a provider table for a type that cannot carry the attribute;
@@ -85,6 +88,15 @@ void dlx_release_slot(dlx_slot *slot);
 /* ---- call.c ---- */
 PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *args,
                           Py_ssize_t nargs);
+
+/* ---- addon.c: backend selection, addon build and load (bindings of src/core) ---- */
+int dlx_addon_init(PyObject *module);
+
+/* ---- providers.c: runtime stream providers and the stream overlay ---- */
+int dlx_providers_init(PyObject *module);
+/* The current stream of a device on this thread, asked of the active backend's
+ * framework entry point; NULL for devices no backend claims. Needs the GIL. */
+int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out);
 
 /* ---- library.c ---- */
 int dlx_library_init(PyObject *module);

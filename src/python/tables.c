@@ -23,6 +23,10 @@ static struct {
   dlx_scratch_view_fn view;
 } provider_views[8]; /* dlx's own providers' fast views */
 static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
+/* list of (module name, type name, callback): run once, the first time a subclass of
+ * that type arrives without a table (how torch gets its table without `import dlx`
+ * ever compiling anything) */
+static PyObject *lazy_setups;
 unsigned long long dlx_stat_type_lookups;
 
 static int version_tag_valid(PyTypeObject *tp) {
@@ -33,7 +37,7 @@ static int version_tag_valid(PyTypeObject *tp) {
 #endif
 }
 
-static const DLPackExchangeAPI *validate(const DLPackExchangeAPIHeader *head, const char *who) {
+const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head, const char *who) {
   if (!head) {
     PyErr_Format(PyExc_TypeError, "%s: DLPack exchange table pointer is NULL", who);
     return NULL;
@@ -73,7 +77,7 @@ const DLPackExchangeAPI *dlx_table_from_capsule(PyObject *capsule, const char *w
                  DLX_EXCHANGE_API_ATTR, DLX_EXCHANGE_API_CAPSULE, Py_TYPE(capsule)->tp_name);
     return NULL;
   }
-  return validate(PyCapsule_GetPointer(capsule, DLX_EXCHANGE_API_CAPSULE), who);
+  return dlx_table_validate(PyCapsule_GetPointer(capsule, DLX_EXCHANGE_API_CAPSULE), who);
 }
 
 PyObject *dlx_table_capsule(const DLPackExchangeAPI *api) {
@@ -89,6 +93,36 @@ static int type_attr(PyTypeObject *tp, PyObject *name, PyObject **out) {
   }
   if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
   PyErr_Clear();
+  return 0;
+}
+
+/* 1 when a pending setup for a base of `tp` ran (it is then dropped), 0 when none
+ * applies, -1 on error. A setup's own failure is its business: it warns, we go on. */
+static int run_lazy_setup(PyTypeObject *tp) {
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lazy_setups); ++i) {
+    PyObject *entry = PyList_GET_ITEM(lazy_setups, i);
+    PyObject *mod = PyImport_GetModule(PyTuple_GET_ITEM(entry, 0));
+    if (!mod) {
+      if (PyErr_Occurred()) return -1;
+      continue; /* not imported: this type cannot be one of its */
+    }
+    PyObject *base = PyObject_GetAttr(mod, PyTuple_GET_ITEM(entry, 1));
+    Py_DECREF(mod);
+    if (!base) return -1;
+    int sub = PyType_Check(base) && PyType_IsSubtype(tp, (PyTypeObject *)base);
+    Py_DECREF(base);
+    if (!sub) continue;
+    PyObject *callback = Py_NewRef(PyTuple_GET_ITEM(entry, 2));
+    if (PySequence_DelItem(lazy_setups, i)) {
+      Py_DECREF(callback);
+      return -1;
+    }
+    PyObject *r = PyObject_CallNoArgs(callback);
+    Py_DECREF(callback);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 1;
+  }
   return 0;
 }
 
@@ -110,9 +144,14 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
     }
     void *p = PyLong_AsVoidPtr(attr);
     if (!p && PyErr_Occurred()) goto fail;
-    info->api = validate(p, who);
+    info->api = dlx_table_validate(p, who);
     if (!info->api) goto fail;
     goto table;
+  }
+  if (PyList_GET_SIZE(lazy_setups)) {
+    int ran = run_lazy_setup(tp);
+    if (ran < 0) return -1;
+    if (ran) return discover(tp, info); /* the setup may have installed a table */
   }
   /* Providers are registered for exact types; walking the MRO serves subclasses. */
   PyObject *mro = tp->tp_mro;
@@ -182,8 +221,28 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
   return 0;
 }
 
+static PyObject *register_lazy_setup(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *module, *type_name, *callback;
+  if (!PyArg_ParseTuple(args, "UUO", &module, &type_name, &callback)) return NULL;
+  PyObject *entry = PyTuple_Pack(3, module, type_name, callback);
+  if (!entry || PyList_Append(lazy_setups, entry)) {
+    Py_XDECREF(entry);
+    return NULL;
+  }
+  Py_DECREF(entry);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef table_methods[] = {
+    {"register_lazy_setup", register_lazy_setup, METH_VARARGS,
+     "register_lazy_setup(module, type_name, callback): call callback() once, the first time "
+     "an instance of module.type_name (or a subclass) arrives without an exchange table"},
+    {NULL, NULL, 0, NULL}};
+
 int dlx_tables_init(PyObject *module) {
-  (void)module;
+  lazy_setups = PyList_New(0);
+  if (!lazy_setups || PyModule_AddFunctions(module, table_methods)) return -1;
   providers = PyDict_New();
   str_api_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_ATTR);
   str_legacy_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_LEGACY_ATTR);

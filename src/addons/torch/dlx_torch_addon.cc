@@ -51,12 +51,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
 
 #ifndef DLX_ADDON_IDENTITY
-#error "DLX_ADDON_IDENTITY is not defined: the builder must pass -DDLX_ADDON_IDENTITY='\"<identity>\"' (python -m dlx build-addon does)"
+#error "DLX_ADDON_IDENTITY is not defined: pass -DDLX_ADDON_IDENTITY='\"<identity>\"' (python -m dlx build-addon does)"
 #endif
 
 #define DLX_ADDON_EXPORT extern "C" __attribute__((visibility("default")))
@@ -186,7 +187,8 @@ c10::ScalarType ToScalarType(DLDataType dtype) {
   }
   Fail("TypeError", "DLPack dtype (code " + std::to_string(dtype.code) + ", bits " +
                         std::to_string(dtype.bits) + ", lanes " +
-                        std::to_string(dtype.lanes) + ") has no torch " TORCH_VERSION " equivalent");
+                        std::to_string(dtype.lanes) +
+                        ") has no torch " TORCH_VERSION " equivalent");
 }
 
 // ---- devices --------------------------------------------------------------
@@ -198,7 +200,7 @@ DLDevice ToDLDevice(const c10::Device &device) {
     case c10::DeviceType::CPU:
       return {kDLCPU, 0};
     case c10::DeviceType::CUDA:
-#if defined(BUILD_WITH_ROCM) || defined(USE_ROCM)
+#if defined(BUILD_WITH_ROCM) || defined(USE_ROCM)  // USE_ROCM: torch's own HIP builds
       return {kDLROCM, index};  // a ROCm torch files HIP memory under CUDA
 #else
       return {kDLCUDA, index};
@@ -211,19 +213,29 @@ DLDevice ToDLDevice(const c10::Device &device) {
   }
 }
 
+// c10::DeviceIndex is narrower than int32_t (int8_t in torch 1.13): refuse
+// rather than wrap around to another device.
+c10::DeviceIndex ToDeviceIndex(int32_t device_id) {
+  if (device_id < -1 || device_id > std::numeric_limits<c10::DeviceIndex>::max()) {
+    Fail("ValueError",
+         "device index " + std::to_string(device_id) + " is out of range for torch");
+  }
+  return static_cast<c10::DeviceIndex>(device_id);
+}
+
 c10::Device ToTorchDevice(DLDevice device) {
-  const auto index = static_cast<c10::DeviceIndex>(device.device_id);
   switch (device.device_type) {
     case kDLCPU:
       return c10::Device(c10::DeviceType::CPU);
     case kDLCUDA:
     case kDLROCM:  // a ROCm torch calls HIP devices "cuda"
-      return c10::Device(c10::DeviceType::CUDA, index);
+      return c10::Device(c10::DeviceType::CUDA, ToDeviceIndex(device.device_id));
     case kDLExtDev:
-      return c10::Device(c10::DeviceType::PrivateUse1, index);
+      return c10::Device(c10::DeviceType::PrivateUse1, ToDeviceIndex(device.device_id));
     default:
       Fail("ValueError", "DLPack device type " + std::to_string(device.device_type) +
-                             " has no torch device (supported: kDLCPU, kDLCUDA, kDLROCM, kDLExtDev)");
+                             " has no torch device (supported: kDLCPU, kDLCUDA, kDLROCM, "
+                             "kDLExtDev)");
   }
 }
 
@@ -264,7 +276,8 @@ void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
                             c10::str(tensor.layout()) + " ones");
   }
   if (tensor.is_conj() || tensor.is_neg()) {
-    Fail("BufferError", "tensor has the conjugate/negative bit set; call .resolve_conj() / .resolve_neg() first");
+    Fail("BufferError",
+         "tensor has the conjugate/negative bit set; call .resolve_conj() / .resolve_neg() first");
   }
   out->device = ToDLDevice(tensor.device());
   out->dtype = ToDLDataType(tensor.scalar_type());
@@ -298,6 +311,12 @@ DLManagedTensorVersioned *ExportManaged(const at::Tensor &tensor) {
 
 // ---- import ---------------------------------------------------------------
 
+void CheckShape(const DLTensor &view) {
+  if (view.ndim < 0 || (view.ndim > 0 && view.shape == nullptr)) {
+    Fail("ValueError", "DLTensor has a negative ndim or a NULL shape");
+  }
+}
+
 void CallManagedDeleter(void *ctx) {
   auto *managed = static_cast<DLManagedTensorVersioned *>(ctx);
   if (managed->deleter != nullptr) managed->deleter(managed);
@@ -319,8 +338,9 @@ at::Tensor ImportManaged(DLManagedTensorVersioned *managed) {
   try {
     device = ToTorchDevice(view.device);
     options = options.dtype(ToScalarType(view.dtype)).device(device);
-    if (view.ndim < 0 || (view.ndim > 0 && (view.shape == nullptr || view.strides == nullptr))) {
-      Fail("BufferError", "DLTensor has a negative ndim or NULL shape/strides");  // strides: required since DLPack 1.2
+    CheckShape(view);
+    if (view.ndim > 0 && view.strides == nullptr) {
+      Fail("BufferError", "DLTensor has NULL strides");  // forbidden since DLPack 1.2
     }
   } catch (...) {
     CallManagedDeleter(managed);
@@ -408,6 +428,7 @@ int ManagedTensorAllocator(DLTensor *prototype, DLManagedTensorVersioned **out, 
   };
   return Guarded(
       [&] {
+        CheckShape(*prototype);
         const c10::Device device = ToTorchDevice(prototype->device);
         const c10::ScalarType dtype = ToScalarType(prototype->dtype);
         at::Tensor tensor = at::empty(c10::IntArrayRef(prototype->shape, prototype->ndim),
@@ -435,7 +456,8 @@ int DLTensorFromPyObject(void *py_object, DLTensor *out) {
 int ManagedTensorToPyObject(DLManagedTensorVersioned *managed, void **out_py_object) {
   return GuardedPy([&] {
     PyObject *wrapped = THPVariable_Wrap(ImportManaged(managed));
-    if (wrapped == nullptr) throw PythonErrorSet{};  // the tensor (and deleter) is gone already
+    // On failure the temporary at::Tensor has already run the deleter.
+    if (wrapped == nullptr) throw PythonErrorSet{};
     *out_py_object = wrapped;
   });
 }
@@ -446,23 +468,22 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
   // Always asked afresh: the caller may switch streams between two calls.
   return GuardedPy([&] {
     *out = nullptr;
-    const auto index = static_cast<c10::DeviceIndex>(device_id);
-    (void)index;
     switch (device_type) {
       case kDLCPU:
         return;  // host work has no stream
 #if defined(BUILD_WITH_ROCM)
       case kDLROCM:
-        *out = c10::hip::getCurrentHIPStreamMasqueradingAsCUDA(index).stream();
+        *out =
+            c10::hip::getCurrentHIPStreamMasqueradingAsCUDA(ToDeviceIndex(device_id)).stream();
         return;
 #elif defined(BUILD_WITH_CUDA)
       case kDLCUDA:
-        *out = c10::cuda::getCurrentCUDAStream(index).stream();
+        *out = c10::cuda::getCurrentCUDAStream(ToDeviceIndex(device_id)).stream();
         return;
 #endif
 #ifdef BUILD_WITH_TORCH_NPU
       case kDLExtDev:
-        *out = c10_npu::getCurrentNPUStream(index).stream();
+        *out = c10_npu::getCurrentNPUStream(ToDeviceIndex(device_id)).stream();
         return;
 #endif
       default:

@@ -1,0 +1,206 @@
+"""dlx.torch: give torch tensors an exchange table dlx can use, for the backend this
+machine has.
+
+Facts are gathered here, at the edge; the decisions (backend, addon identity and file
+name, cache trust, locking, compiling) are made in C in src/core and reached through
+dlx._core. See docs/torch.md.
+"""
+import collections
+import importlib.util
+import os
+import shlex
+import sys
+import sysconfig
+import threading
+
+from . import _core, include_dir
+
+Record = collections.namedtuple("Record", "source backend path identity")
+Record.__doc__ = """What install() put in force: source is 'native', 'native+stream' or 'addon';
+path and identity describe the addon library (None otherwise)."""
+
+ADDON_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon",
+                            "dlx_torch_addon.cc")
+
+_lock = threading.RLock()
+_record = None
+probe_errors = {}  # probe -> repr(exception); a probe that raised counts as "not available"
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _probe(name, fn):
+    try:
+        return bool(fn())
+    except Exception as e:  # any failure of a probe means "not available"
+        probe_errors[name] = f"{type(e).__name__}: {e}"
+        return False
+
+
+def facts(torch=None):
+    """The facts backend selection decides on, read from the installed torch."""
+    torch = torch or _torch()
+    version = getattr(torch, "version", None)
+    has_npu = hasattr(torch, "npu")
+    return {
+        "platform": sys.platform,
+        "cuda_available": _probe("torch.cuda.is_available()", lambda: torch.cuda.is_available()),
+        "version_cuda_set": getattr(version, "cuda", None) is not None,
+        "version_hip_set": getattr(version, "hip", None) is not None,
+        "npu_namespace": has_npu,
+        "npu_available": has_npu and _probe("torch.npu.is_available()",
+                                            lambda: torch.npu.is_available()),
+    }
+
+
+def selection(torch=None):
+    """(backend, reason) for the installed torch; DLX_BACKEND forces a choice."""
+    f = facts(torch)
+    return _core.select_backend(f["platform"], f["cuda_available"], f["version_cuda_set"],
+                                f["version_hip_set"], f["npu_namespace"], f["npu_available"],
+                                os.environ.get("DLX_BACKEND") or None)
+
+
+def backend():
+    """'cpu', 'cuda', 'rocm' or 'torch_npu', as selected for the installed torch."""
+    return selection()[0]
+
+
+def _torch_npu_dirs():
+    spec = importlib.util.find_spec("torch_npu")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("backend torch_npu: the torch_npu package is not installed")
+    root = list(spec.submodule_search_locations)[0]
+    return os.path.join(root, "include"), os.path.join(root, "lib")
+
+
+class BuildSpec(collections.namedtuple(
+        "BuildSpec", "backend cxx includes defines lib_dirs libs cxxflags ldflags")):
+    """Everything the compiler is given, except the output path."""
+
+    @property
+    def flags(self):
+        """The part of the command that shapes the binary: it goes into the identity."""
+        return shlex.join([self.cxx, *self.includes, *self.defines, *self.lib_dirs, *self.libs,
+                           self.cxxflags or "", self.ldflags or ""])
+
+
+def build_spec(backend, torch=None):
+    torch = torch or _torch()
+    root = os.path.dirname(torch.__file__)
+    includes = [include_dir(), sysconfig.get_paths()["include"],
+                os.path.join(root, "include"),
+                os.path.join(root, "include", "torch", "csrc", "api", "include"),
+                "/usr/include/torch/csrc/api/include"]  # Debian's libtorch-dev layout
+    lib_dirs = [os.path.join(root, "lib")]
+    libs = ["c10", "torch_cpu", "torch_python"]
+    defines = [f"_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    if backend == "cuda":
+        defines.append("BUILD_WITH_CUDA")
+        libs += ["c10_cuda", "torch_cuda"]
+        cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        includes.append(os.path.join(cuda_home, "include"))
+    elif backend == "rocm":
+        defines += ["BUILD_WITH_ROCM", "USE_ROCM", "__HIP_PLATFORM_AMD__"]
+        libs += ["c10_hip", "torch_hip"]
+        rocm_home = os.environ.get("ROCM_HOME", "/opt/rocm")
+        includes.append(os.path.join(rocm_home, "include"))
+    elif backend == "torch_npu":
+        npu_inc, npu_lib = _torch_npu_dirs()
+        defines.append("BUILD_WITH_TORCH_NPU")
+        includes.append(npu_inc)
+        lib_dirs.append(npu_lib)
+        libs.append("torch_npu")
+    return BuildSpec(backend, os.environ.get("CXX") or "c++",
+                     [d for d in includes if os.path.isdir(d)], defines,
+                     [d for d in lib_dirs if os.path.isdir(d)], libs,
+                     os.environ.get("DLX_CXXFLAGS"), os.environ.get("DLX_LDFLAGS"))
+
+
+def identity(spec, torch=None):
+    """(identity, file name) of the addon `spec` builds for this interpreter and torch."""
+    torch = torch or _torch()
+    with open(ADDON_SOURCE, "rb") as f:
+        source = f.read()
+    return _core.addon_identity(torch.__version__, bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                                spec.backend, sysconfig.get_config_var("SOABI") or "unknown",
+                                source, spec.flags)
+
+
+def cache_dir():
+    return _core.cache_dir()
+
+
+def ensure_addon(backend, output_dir=None, torch=None):
+    """Load the addon for `backend` from the cache (or output_dir), building it first
+    when it is missing, untrusted, corrupt or for another identity.
+    Returns (path, identity, table capsule)."""
+    spec = build_spec(backend, torch)
+    ident, name = identity(spec, torch)
+    if output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        folder = output_dir
+    else:
+        folder = cache_dir()
+        _core.ensure_dir(folder)
+    path = os.path.join(folder, name)
+    bad_inode = 0
+    if _core.file_trusted(path)[0] == 1:
+        try:
+            return path, ident, _core.load_addon(path, ident)
+        except ImportError:  # truncated, corrupt or foreign: rebuild that very file
+            bad_inode = _core.file_inode(path)
+    defines = spec.defines + [f'DLX_ADDON_IDENTITY="{ident}"']
+    _core.build_addon(path, spec.cxx, ADDON_SOURCE, spec.includes, defines, spec.lib_dirs,
+                      spec.libs, spec.cxxflags, spec.ldflags, bad_inode)
+    status, why = _core.file_trusted(path)
+    if status != 1:
+        raise PermissionError(f"refusing to load {path}: {why}")
+    return path, ident, _core.load_addon(path, ident)
+
+
+def installed():
+    """The Record of the table in force, or None before install()."""
+    return _record
+
+
+def install():
+    """Make torch.Tensor.__dlpack_c_exchange_api__ usable for the selected backend and
+    return a Record. With DLX_DISABLE_TORCH_ADDON=1 nothing changes and None is returned."""
+    global _record
+    with _lock:
+        if _record is not None:
+            return _record
+        if os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1":
+            return None
+        torch = _torch()
+        name, _ = selection(torch)
+        _core.set_active_backend(name)
+        native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+        if native is not None:
+            if name == "torch_npu":
+                # Native conversions, NPU stream from the runtime provider.
+                torch.Tensor.__dlpack_c_exchange_api__ = _core.stream_overlay(native)
+                _record = Record("native+stream", name, None, None)
+            else:
+                _record = Record("native", name, None, None)
+        else:
+            path, ident, capsule = ensure_addon(name, torch=torch)
+            torch.Tensor.__dlpack_c_exchange_api__ = capsule
+            _record = Record("addon", name, path, ident)
+        return _record
+
+
+def _autosetup():
+    """Run by dlx._core the first time a torch tensor reaches a kernel call."""
+    import warnings
+
+    try:
+        install()
+    except Exception as e:  # the call still works through __dlpack__
+        warnings.warn(f"dlx: torch exchange table not installed ({type(e).__name__}: {e}); "
+                      "torch tensors go through __dlpack__", RuntimeWarning, stacklevel=2)

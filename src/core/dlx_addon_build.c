@@ -1,0 +1,66 @@
+/* dlx_addon_build.c - lock, check, compile to a temp file, publish atomically. */
+#include "dlx_addon_build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dlx_cache.h"
+
+/* A trusted file is there and it is not the one the caller already failed to load. */
+static int usable(const char *path, uint64_t known_bad_ino) {
+  char why[256];
+  struct stat st;
+  if (dlx_cache_file_trusted(path, why, sizeof why) != 1 || lstat(path, &st) != 0) return 0;
+  return known_bad_ino == 0 || (uint64_t)st.st_ino != known_bad_ino;
+}
+
+int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64_t known_bad_ino,
+                    void (*progress)(void *ctx, const char *line), void *ctx,
+                    dlx_build_result *res, char *err, size_t errlen) {
+  res->built = 0;
+  res->output = NULL;
+  res->status = 0;
+  char lock_path[4096], temp[4096];
+  if (snprintf(lock_path, sizeof lock_path, "%s.lock", final_path) >= (int)sizeof lock_path ||
+      dlx_temp_path(final_path, temp, sizeof temp) != 0) {
+    snprintf(err, errlen, "path too long: %s", final_path);
+    return -1;
+  }
+  dlx_lock lock;
+  if (dlx_lock_acquire(lock_path, &lock, err, errlen)) return -1;
+  int rc = -1;
+  char **argv = NULL;
+  int argc = 0;
+  /* Whoever held the lock before us may have built it already. */
+  if (usable(final_path, known_bad_ino)) {
+    rc = 0;
+    goto done;
+  }
+  dlx_compile_spec s = *spec;
+  s.output = temp;
+  if (dlx_compile_argv(&s, &argv, &argc, err, errlen)) goto done;
+  if (progress) {
+    char line[4200];
+    snprintf(line, sizeof line, "dlx: building %s (one time; later imports load it)", final_path);
+    progress(ctx, line);
+  }
+  if (dlx_run_capture(argv, &res->output, &res->status, err, errlen)) goto done;
+  if (res->status != 0) {
+    snprintf(err, errlen, "compiler exited with status %d", res->status);
+    unlink(temp);
+    goto done;
+  }
+  if (dlx_publish(temp, final_path, err, errlen)) {
+    unlink(temp);
+    goto done;
+  }
+  res->built = 1;
+  rc = 0;
+done:
+  if (argv) dlx_argv_free(argv, argc);
+  dlx_lock_release(&lock);
+  return rc;
+}

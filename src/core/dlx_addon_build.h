@@ -1,0 +1,28 @@
+/*
+ * dlx_addon_build.h - build one addon library into its final place, safely with
+ * any number of concurrent builders: under a file lock, into a temp file in the
+ * same folder, published by an atomic rename.
+ */
+#ifndef DLX_ADDON_BUILD_H_
+#define DLX_ADDON_BUILD_H_
+
+#include <stdint.h>
+
+#include "dlx_compile.h"
+
+typedef struct dlx_build_result {
+  int built;    /* 1: this call compiled it; 0: a valid library was already there */
+  char *output; /* the compiler's output (malloc'd, may be NULL); caller frees */
+  int status;   /* the compiler's exit status when it ran */
+} dlx_build_result;
+
+/* Make `final_path` a trusted library built from `spec` (whose `output` is ignored).
+ * Under the lock `final_path`.lock: a trusted file already there is kept unless it is
+ * the file `known_bad_ino` names (one the caller failed to load); otherwise compile to
+ * a temp file and publish it. `progress` (may be NULL) gets one line before compiling.
+ * Returns 0, or -1 with `err` set (and res->output holding the compiler's words). */
+int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64_t known_bad_ino,
+                    void (*progress)(void *ctx, const char *line), void *ctx,
+                    dlx_build_result *res, char *err, size_t errlen);
+
+#endif /* DLX_ADDON_BUILD_H_ */

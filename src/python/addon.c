@@ -1,0 +1,273 @@
+/*
+ * addon.c - the CPython face of src/core's addon machinery: backend selection,
+ * build arguments, identity, the cache folder, building and loading the torch
+ * addon. Facts come in from python/dlx/torch.py; decisions are made in src/core.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dlx_py.h"
+
+#include "dlx_addon_build.h"
+#include "dlx_backend.h"
+#include "dlx_build_args.h"
+#include "dlx_cache.h"
+#include "dlx_identity.h"
+
+/* select_backend(platform, cuda_available, version_cuda_set, version_hip_set,
+ *                npu_namespace, npu_available, forced) -> (name, reason) */
+static PyObject *select_backend(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *platform, *forced = NULL;
+  dlx_backend_facts f = {0};
+  if (!PyArg_ParseTuple(args, "sppppp|z", &platform, &f.cuda_available, &f.version_cuda_set,
+                        &f.version_hip_set, &f.npu_namespace, &f.npu_available, &forced))
+    return NULL;
+  f.platform = dlx_platform_from_name(platform);
+  f.forced = forced;
+  dlx_backend_choice c;
+  if (dlx_backend_select(&f, &c)) {
+    PyErr_SetString(PyExc_ValueError, c.reason);
+    return NULL;
+  }
+  return Py_BuildValue("(ss)", dlx_backend_name(c.backend), c.reason);
+}
+
+/* parse_build_args(list_of_str, platform) -> (backend or None, output_dir or None) */
+static PyObject *parse_build_args(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *list;
+  const char *platform;
+  if (!PyArg_ParseTuple(args, "O!s", &PyList_Type, &list, &platform)) return NULL;
+  Py_ssize_t n = PyList_GET_SIZE(list);
+  const char **argv = PyMem_Calloc((size_t)n + 1, sizeof *argv);
+  if (!argv) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    argv[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(list, i));
+    if (!argv[i]) {
+      PyMem_Free(argv);
+      return NULL;
+    }
+  }
+  dlx_build_args out;
+  char err[256];
+  PyObject *r = NULL;
+  if (dlx_build_args_parse((int)n, argv, dlx_platform_from_name(platform), &out, err,
+                           sizeof err))
+    PyErr_SetString(PyExc_ValueError, err);
+  else
+    r = Py_BuildValue("(zz)", out.backend_given ? dlx_backend_name(out.backend) : NULL,
+                      out.output_dir);
+  PyMem_Free(argv);
+  return r;
+}
+
+/* addon_identity(torch_version, cxx11_abi, backend, python_abi_tag, source: bytes, flags)
+ * -> (identity, file name) */
+static PyObject *addon_identity(PyObject *self, PyObject *args) {
+  (void)self;
+  dlx_addon_facts f = {0};
+  const char *backend;
+  Py_buffer source;
+  if (!PyArg_ParseTuple(args, "spssy*s", &f.torch_version, &f.cxx11_abi, &backend,
+                        &f.python_abi_tag, &source, &f.flags))
+    return NULL;
+  char digest[65], identity[1024], name[512];
+  dlx_digest_hex(source.buf, (size_t)source.len, digest);
+  PyBuffer_Release(&source);
+  if (dlx_backend_parse(backend, &f.backend)) {
+    PyErr_Format(PyExc_ValueError, "unknown backend '%s'", backend);
+    return NULL;
+  }
+  f.dlpack_major = DLPACK_MAJOR_VERSION;
+  f.dlpack_minor = DLPACK_MINOR_VERSION;
+  f.source_digest = digest;
+  if (dlx_addon_identity(&f, identity, sizeof identity) ||
+      dlx_addon_filename(&f, name, sizeof name)) {
+    PyErr_SetString(PyExc_ValueError, "addon identity fields are invalid or too long");
+    return NULL;
+  }
+  return Py_BuildValue("(ss)", identity, name);
+}
+
+static PyObject *cache_dir(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  char dir[4096], err[256];
+  if (dlx_cache_dir_resolve(getenv("DLX_CACHE_DIR"), getenv("XDG_CACHE_HOME"), getenv("HOME"),
+                            dir, sizeof dir, err, sizeof err)) {
+    PyErr_SetString(PyExc_OSError, err);
+    return NULL;
+  }
+  return PyUnicode_DecodeFSDefault(dir);
+}
+
+static PyObject *ensure_dir(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *b;
+  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+  char err[512];
+  int rc = dlx_cache_dir_ensure(PyBytes_AS_STRING(b), err, sizeof err);
+  Py_DECREF(b);
+  if (rc) {
+    PyErr_SetString(PyExc_PermissionError, err);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+/* file_trusted(path) -> (1 trusted | 0 missing | -1 refused, reason) */
+static PyObject *file_trusted(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *b;
+  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+  char why[512] = "";
+  int rc = dlx_cache_file_trusted(PyBytes_AS_STRING(b), why, sizeof why);
+  Py_DECREF(b);
+  return Py_BuildValue("(is)", rc, why);
+}
+
+/* A borrowed list of str as a C array valid while `list` lives; NULL on error. */
+static const char **str_array(PyObject *list, size_t *n) {
+  PyObject *seq = PySequence_Fast(list, "expected a list of str");
+  if (!seq) return NULL;
+  *n = (size_t)PySequence_Fast_GET_SIZE(seq);
+  const char **a = PyMem_Calloc(*n + 1, sizeof *a);
+  for (size_t i = 0; a && i < *n; ++i) {
+    a[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i));
+    if (!a[i]) {
+      PyMem_Free(a);
+      a = NULL;
+    }
+  }
+  Py_DECREF(seq); /* the caller passes lists, so the items outlive this view */
+  if (!a && !PyErr_Occurred()) PyErr_NoMemory();
+  return a;
+}
+
+/* Called without the GIL, from inside the build lock: plain stdio. */
+static void progress_to_stderr(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+}
+
+/* build_addon(final, cxx, source, includes, defines, lib_dirs, libs, cxxflags, ldflags,
+ *             known_bad_ino) -> True when this call compiled it */
+static PyObject *build_addon(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *final;
+  PyObject *inc, *def, *ldir, *lib;
+  dlx_compile_spec s = {0};
+  unsigned long long bad_ino = 0;
+  if (!PyArg_ParseTuple(args, "sssO!O!O!O!zzK", &final, &s.cxx, &s.source, &PyList_Type, &inc,
+                        &PyList_Type, &def, &PyList_Type, &ldir, &PyList_Type, &lib,
+                        &s.extra_cxxflags, &s.extra_ldflags, &bad_ino))
+    return NULL;
+  const char **a = str_array(inc, &s.n_include_dirs), **b = str_array(def, &s.n_defines),
+             **c = str_array(ldir, &s.n_lib_dirs), **d = str_array(lib, &s.n_libs);
+  PyObject *r = NULL;
+  if (a && b && c && d) {
+    s.include_dirs = a;
+    s.defines = b;
+    s.lib_dirs = c;
+    s.libs = d;
+    dlx_build_result res;
+    char err[1024];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* compiling takes a while; other threads may run */
+    rc = dlx_addon_build(final, &s, bad_ino, progress_to_stderr, NULL, &res, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc)
+      PyErr_Format(PyExc_RuntimeError, "building the torch addon %s failed: %s\n%s", final, err,
+                   res.output ? res.output : "");
+    else
+      r = PyBool_FromLong(res.built);
+    free(res.output);
+  }
+  PyMem_Free(a);
+  PyMem_Free(b);
+  PyMem_Free(c);
+  PyMem_Free(d);
+  return r;
+}
+
+/* load_addon(path, identity) -> table capsule. ImportError when the file cannot be
+ * loaded or was built for another identity: the caller rebuilds. */
+static PyObject *load_addon(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *path, *want;
+  if (!PyArg_ParseTuple(args, "ss", &path, &want)) return NULL;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, e ? e : "unknown error");
+    return NULL;
+  }
+  const char *(*identity)(void) = (const char *(*)(void))dlsym(h, "dlx_addon_identity");
+  const DLPackExchangeAPI *(*table)(void) =
+      (const DLPackExchangeAPI *(*)(void))dlsym(h, "dlx_torch_exchange_api");
+  const char *have = identity ? identity() : NULL;
+  if (!identity || !table || !have || strcmp(have, want) != 0) {
+    PyErr_Format(PyExc_ImportError, "%s is not the addon for this setup (identity %s, wanted %s)",
+                 path, have ? have : "missing", want);
+    dlclose(h); /* unused: unloading lets a rebuilt file at the same path load */
+    return NULL;
+  }
+  /* A table for a device it was not compiled for asks dlx's runtime providers. */
+  void (*set_fallback)(int (*)(DLDeviceType, int32_t, void **)) =
+      (void (*)(int (*)(DLDeviceType, int32_t, void **)))dlsym(h, "dlx_addon_set_stream_fallback");
+  if (set_fallback) set_fallback(dlx_provider_current_stream);
+  const DLPackExchangeAPI *api = table();
+  if (!dlx_table_validate(api ? &api->header : NULL, path)) return NULL; /* never dlclose'd past here */
+  return dlx_table_capsule(api);
+}
+
+/* file_inode(path) -> st_ino or 0 */
+static PyObject *file_inode(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *b;
+  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+  struct stat st;
+  int rc = lstat(PyBytes_AS_STRING(b), &st);
+  Py_DECREF(b);
+  return PyLong_FromUnsignedLongLong(rc == 0 ? (unsigned long long)st.st_ino : 0);
+}
+
+/* device_rows() -> ((device_type, backend, note, only_when_backend_active), ...) */
+static PyObject *device_rows(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  size_t n;
+  const dlx_device_row *rows = dlx_device_rows(&n);
+  PyObject *t = PyTuple_New((Py_ssize_t)n);
+  for (size_t i = 0; t && i < n; ++i) {
+    PyObject *row = Py_BuildValue("(issi)", (int)rows[i].device_type,
+                                  dlx_backend_name(rows[i].backend), rows[i].note,
+                                  rows[i].only_when_active);
+    if (!row) {
+      Py_CLEAR(t);
+      break;
+    }
+    PyTuple_SET_ITEM(t, (Py_ssize_t)i, row);
+  }
+  return t;
+}
+
+static PyMethodDef addon_methods[] = {
+    {"select_backend", select_backend, METH_VARARGS, NULL},
+    {"parse_build_args", parse_build_args, METH_VARARGS, NULL},
+    {"addon_identity", addon_identity, METH_VARARGS, NULL},
+    {"cache_dir", cache_dir, METH_NOARGS, NULL},
+    {"ensure_dir", ensure_dir, METH_O, NULL},
+    {"file_trusted", file_trusted, METH_O, NULL},
+    {"file_inode", file_inode, METH_O, NULL},
+    {"build_addon", build_addon, METH_VARARGS, NULL},
+    {"load_addon", load_addon, METH_VARARGS, NULL},
+    {"device_rows", device_rows, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+int dlx_addon_init(PyObject *module) { return PyModule_AddFunctions(module, addon_methods); }

@@ -1,0 +1,159 @@
+/*
+ * providers.c - runtime stream providers and the stream overlay.
+ *
+ * A provider answers "the current stream of device d on this thread" by calling the
+ * framework's own raw-stream entry point, so dlx needs no compile-time link to it:
+ *   cuda, rocm   torch._C._cuda_getCurrentRawStream(idx)   (ROCm masquerades as CUDA)
+ *   torch_npu    torch_npu._C._npu_getCurrentRawStream(idx)
+ * The callable is looked up once; the stream it returns is never cached (streams are
+ * per thread and change inside `with torch.npu.stream(s):`).
+ *
+ * Which backend answers for a device type is data (src/core/dlx_backend.c's device
+ * map), not code here: kDLExtDev means Ascend only while torch_npu is the active
+ * backend, and a future kDLAscend is one more row there.
+ *
+ * The overlay: a copy of a native exchange table (conversions stay the framework's own,
+ * ABI-exact) whose current_work_stream answers the active backend's devices from the
+ * provider and delegates every other device to the native function.
+ */
+#include "dlx_py.h"
+
+#include "dlx_backend.h"
+
+typedef struct {
+  const char *module;   /* imported on first use */
+  const char *attr;     /* dotted path inside the module */
+  PyObject *fn;         /* resolved callable, or NULL until then */
+} provider;
+
+static provider providers[DLX_BACKEND_COUNT] = {
+    [DLX_BACKEND_CUDA] = {"torch", "_C._cuda_getCurrentRawStream", NULL},
+    [DLX_BACKEND_ROCM] = {"torch", "_C._cuda_getCurrentRawStream", NULL},
+    [DLX_BACKEND_TORCH_NPU] = {"torch_npu", "_C._npu_getCurrentRawStream", NULL},
+};
+static dlx_backend active = DLX_BACKEND_CPU;
+unsigned long long dlx_stat_provider_calls;
+
+static PyObject *resolve(provider *p) {
+  if (p->fn) return p->fn;
+  PyObject *obj = PyImport_ImportModule(p->module);
+  char path[128];
+  snprintf(path, sizeof path, "%s", p->attr);
+  for (char *part = path, *dot; obj && part; part = dot) {
+    dot = strchr(part, '.');
+    if (dot) *dot++ = '\0';
+    PyObject *next = PyObject_GetAttrString(obj, part);
+    Py_DECREF(obj);
+    obj = next;
+  }
+  if (!obj) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    PyErr_Format(PyExc_RuntimeError, "no stream provider: %s.%s is not available (%S)",
+                 p->module, p->attr, ev ? ev : Py_None);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    return NULL;
+  }
+  p->fn = obj; /* the callable, kept for the process: looked up once */
+  return obj;
+}
+
+int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  *out = NULL;
+  dlx_backend b;
+  if (device_type == kDLCPU || dlx_device_stream_backend(device_type, active, &b) != 0 ||
+      !providers[b].module)
+    return 0; /* no backend claims it: no stream */
+  PyObject *fn = resolve(&providers[b]);
+  if (!fn) return -1;
+  ++dlx_stat_provider_calls;
+  PyObject *idx = PyLong_FromLong(device_id);
+  PyObject *r = idx ? PyObject_CallOneArg(fn, idx) : NULL;
+  Py_XDECREF(idx);
+  if (!r) return -1;
+  void *stream = PyLong_AsVoidPtr(r);
+  Py_DECREF(r);
+  if (!stream && PyErr_Occurred()) return -1;
+  *out = stream;
+  return 0;
+}
+
+/* ---- the overlay ---- */
+
+static const DLPackExchangeAPI *overlay_native;
+static DLPackExchangeAPI overlay;
+
+static int overlay_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  dlx_backend b;
+  if (dlx_device_stream_backend(device_type, active, &b) == 0 && b == active &&
+      b == DLX_BACKEND_TORCH_NPU)
+    return dlx_provider_current_stream(device_type, device_id, out);
+  return overlay_native->current_work_stream(device_type, device_id, out);
+}
+
+/* stream_overlay(native_capsule) -> capsule of the overlay table over it */
+static PyObject *stream_overlay(PyObject *self, PyObject *capsule) {
+  (void)self;
+  const DLPackExchangeAPI *native = dlx_table_from_capsule(capsule, "native table");
+  if (!native) return NULL;
+  if (native == &overlay) return Py_NewRef(capsule); /* already in force */
+  overlay_native = native;
+  overlay = *native;
+  overlay.header.prev_api = NULL; /* the copy is major 1 itself */
+  overlay.current_work_stream = overlay_stream;
+  return dlx_table_capsule(&overlay);
+}
+
+static PyObject *set_active_backend(PyObject *self, PyObject *arg) {
+  (void)self;
+  const char *name = PyUnicode_AsUTF8(arg);
+  dlx_backend b;
+  if (!name) return NULL;
+  if (dlx_backend_parse(name, &b)) {
+    PyErr_Format(PyExc_ValueError, "unknown backend '%s'", name);
+    return NULL;
+  }
+  active = b;
+  Py_RETURN_NONE;
+}
+
+/* provider_stream(device_type, device_id) -> int: what a provider answers now */
+static PyObject *provider_stream(PyObject *self, PyObject *args) {
+  (void)self;
+  int type, id;
+  if (!PyArg_ParseTuple(args, "ii", &type, &id)) return NULL;
+  void *s;
+  if (dlx_provider_current_stream((DLDeviceType)type, id, &s)) return NULL;
+  return PyLong_FromVoidPtr(s);
+}
+
+/* provider_info() -> {"active": name, "providers": {backend: "module.attr"}, "calls": n} */
+static PyObject *provider_info(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  PyObject *d = PyDict_New();
+  for (int b = 0; d && b < DLX_BACKEND_COUNT; ++b) {
+    if (!providers[b].module) continue;
+    PyObject *v = PyUnicode_FromFormat("%s.%s%s", providers[b].module, providers[b].attr,
+                                       providers[b].fn ? "" : " (not resolved yet)");
+    if (!v || PyDict_SetItemString(d, dlx_backend_name((dlx_backend)b), v)) Py_CLEAR(d);
+    Py_XDECREF(v);
+  }
+  if (!d) return NULL;
+  return Py_BuildValue("{sssNsK}", "active", dlx_backend_name(active), "providers", d, "calls",
+                       dlx_stat_provider_calls);
+}
+
+static PyMethodDef provider_methods[] = {
+    {"stream_overlay", stream_overlay, METH_O, NULL},
+    {"set_active_backend", set_active_backend, METH_O, NULL},
+    {"provider_stream", provider_stream, METH_VARARGS, NULL},
+    {"provider_info", provider_info, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+int dlx_providers_init(PyObject *module) {
+  return PyModule_AddFunctions(module, provider_methods);
+}
