@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include "dlx_cache.h"
+#include "dlx_seal.h"
 
-/* A trusted file is there and it is not the one the caller already failed to load. */
+/* A trusted, whole file is there and it is not the one the caller failed to load. */
 static int usable(const char *path, uint64_t known_bad_ino) {
   char why[256];
   struct stat st;
-  if (dlx_cache_file_trusted(path, why, sizeof why) != 1 || lstat(path, &st) != 0) return 0;
+  if (dlx_cache_file_trusted(path, why, sizeof why) != 1 || lstat(path, &st) != 0 ||
+      dlx_seal_check(path, why, sizeof why) != 1)
+    return 0;
   return known_bad_ino == 0 || (uint64_t)st.st_ino != known_bad_ino;
 }
 
@@ -53,7 +56,7 @@ int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64
     unlink(temp);
     goto done;
   }
-  if (dlx_publish(temp, final_path, err, errlen)) {
+  if (dlx_seal_file(temp, err, errlen) || dlx_publish(temp, final_path, err, errlen)) {
     unlink(temp);
     goto done;
   }

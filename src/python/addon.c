@@ -16,6 +16,7 @@
 #include "dlx_build_args.h"
 #include "dlx_cache.h"
 #include "dlx_identity.h"
+#include "dlx_seal.h"
 
 /* select_backend(platform, cuda_available, version_cuda_set, version_hip_set,
  *                npu_namespace, npu_available, forced) -> (name, reason) */
@@ -201,6 +202,11 @@ static PyObject *load_addon(PyObject *self, PyObject *args) {
   (void)self;
   const char *path, *want;
   if (!PyArg_ParseTuple(args, "ss", &path, &want)) return NULL;
+  char why[512];
+  if (dlx_seal_check(path, why, sizeof why) != 1) { /* never map a broken file */
+    PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, why);
+    return NULL;
+  }
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();

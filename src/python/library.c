@@ -116,6 +116,11 @@ static void collect(void *vctx, const char *sym) {
   Py_DECREF(name);
 }
 
+static void ignore(void *ctx, const char *sym) {
+  (void)ctx;
+  (void)sym;
+}
+
 PyObject *dlx_load(PyObject *self, PyObject *arg) {
   (void)self;
   PyObject *bytes = NULL;
@@ -134,6 +139,12 @@ PyObject *dlx_load(PyObject *self, PyObject *arg) {
   lib->handle = NULL;
   PyObject_GC_Track(lib);
   if (!lib->dict || !lib->path) goto fail;
+  char err[256];
+  /* Read the symbol table before mapping: a truncated file is refused, not mapped. */
+  if (dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, ignore, NULL, err, sizeof err) < 0) {
+    PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
+    goto fail;
+  }
   lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib->handle) {
     const char *e = dlerror();
@@ -142,7 +153,6 @@ PyObject *dlx_load(PyObject *self, PyObject *arg) {
   }
   collect_ctx ctx = {lib, PyList_New(0), 0};
   if (!ctx.names) goto fail;
-  char err[256];
   int n = dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, collect, &ctx, err, sizeof err);
   if (n < 0 && !ctx.failed) PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
   if (n < 0 || ctx.failed) {

@@ -140,11 +140,14 @@ DLX_KERNEL(arange) {
   return 0;
 }
 
-/* new_tensor(code, bits, d0, d1, ...) -> an uninitialised tensor of that dtype/shape. */
+/* new_tensor(code, bits, d0, d1, ..., [like]) -> an uninitialised tensor of that
+ * dtype/shape, allocated by the framework of `like` if given. */
 DLX_KERNEL(new_tensor) {
   int64_t code, bits, shape[8];
-  int32_t nd = dlx_num_args(call) - 2;
-  if (nd < 0 || nd > 8) return dlx_error(call, "TypeError", "new_tensor(code, bits, *shape)");
+  int32_t nd = 0;
+  while (2 + nd < dlx_num_args(call) && call->args[2 + nd].kind == DLX_ARG_INT) ++nd;
+  if (dlx_num_args(call) < 2 || nd > 8)
+    return dlx_error(call, "TypeError", "new_tensor(code, bits, *shape, [like])");
   if (dlx_arg_int(call, 0, &code) || dlx_arg_int(call, 1, &bits)) return -1;
   for (int32_t i = 0; i < nd; ++i)
     if (dlx_arg_int(call, 2 + i, &shape[i])) return -1;

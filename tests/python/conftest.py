@@ -1,11 +1,34 @@
 """Shared fixtures: where the build put kernels and the fixture framework."""
 import os
 import pathlib
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("DLX_BUILD_DIR", ROOT / "build"))
+PYPATH = os.pathsep.join([str(BUILD / "python"), str(BUILD / "fixtures")])
+
+# One addon cache for the whole session, never the developer's own ~/.cache/dlx: the
+# first torch tensor that reaches a kernel builds the addon here (once), later tests reuse it.
+_SESSION_CACHE = tempfile.TemporaryDirectory(prefix="dlx-test-cache-")
+os.environ["DLX_CACHE_DIR"] = _SESSION_CACHE.name
+for var in ("DLX_BACKEND", "DLX_DISABLE_TORCH_ADDON", "CXX", "DLX_CXXFLAGS", "DLX_LDFLAGS"):
+    os.environ.pop(var, None)
+
+
+def run_python(code, env=None, check=True, timeout=600):
+    """Run `code` in a fresh /usr/bin/python3 (dlx and fixtures importable); returns the
+    CompletedProcess with text stdout/stderr."""
+    full_env = dict(os.environ, PYTHONPATH=PYPATH, DLX_BUILD_DIR=str(BUILD))
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
 
 
 @pytest.fixture(scope="session")

@@ -142,11 +142,17 @@ def test_dlpack_protocol_falls_back_to_legacy_capsule(kernels):
     assert a.tolist() == [2.0] * 6
 
 
-def test_torch_tensors_without_table_use_dlpack(kernels):
-    torch = pytest.importorskip("torch")
-    t = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()
-    assert kernels.sum(t) == 15.0
-    assert kernels.info(t, 20) == 1 and kernels.info(t, 21) == 3
+def test_torch_tensors_through_the_dlpack_protocol(kernels):
+    from conftest import run_python
+
+    out = run_python(
+        "import dlx, torch, os\n"
+        "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
+        "t = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()\n"
+        "print(k.sum(t), k.info(t, 20), k.info(t, 21),\n"
+        "      hasattr(torch.Tensor, '__dlpack_c_exchange_api__'))\n",
+        env={"DLX_DISABLE_TORCH_ADDON": "1"})
+    assert out.stdout.split() == ["15.0", "1", "3", "False"]
 
 
 def test_type_cache_hits_without_lookups(kernels):

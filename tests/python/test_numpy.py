@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import dlx
+from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
+                           table_of, take)
 
 INFO_NDIM, INFO_CODE, INFO_BITS, INFO_OFFSET, INFO_DEVTYPE = 0, 1, 2, 3, 4
 SHAPE, STRIDES, DATA = 10, 20, 30
@@ -16,57 +18,8 @@ def info(k, t, what):
     return k.info(t, what)
 
 
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER),
-    ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
-SETERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-ALLOC = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                          ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
-                          ctypes.c_void_p, SETERROR)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned),
-                          ctypes.POINTER(ctypes.py_object))
-STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                           ctypes.POINTER(ctypes.c_void_p))
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p),
-                ("managed_tensor_allocator", ALLOC), ("managed_tensor_from_py_object_no_sync", FROM_PY),
-                ("managed_tensor_to_py_object_no_sync", TO_PY),
-                ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("current_work_stream", STREAM)]
-
-
 def numpy_table():
-    cap = dlx.exchange_api(np.ndarray)
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return ctypes.cast(get(cap, b"dlpack_exchange_api"), ctypes.POINTER(ExchangeAPI)).contents
+    return table_of(dlx.exchange_api(np.ndarray))
 
 
 def test_exchange_api_is_a_capsule_for_type_and_instance():
@@ -146,7 +99,7 @@ def test_allocator_and_import_round_trip():
     assert errors == []
     obj = ctypes.py_object()
     assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0
-    arr = obj.value
+    arr = take(obj)
     assert isinstance(arr, np.ndarray) and arr.shape == (2, 3) and arr.dtype == np.float64
 
 

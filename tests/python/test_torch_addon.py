@@ -1,0 +1,369 @@
+"""The torch addon against Debian's real torch 1.13 (no native exchange table):
+selection, building, the identity-keyed cache, the installed table, and the CLI."""
+import ctypes
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import dlx
+from conftest import BUILD, PYPATH, run_python
+from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
+                           table_of, take)
+
+torch = pytest.importorskip("torch")
+import dlx.torch as dt  # noqa: E402
+
+NAME = re.compile(r"libdlx_torch_1\.13_cpu_[0-9a-f]{12}\.so$")
+
+
+@pytest.fixture(scope="module")
+def record():
+    """install() into the session cache: built once, shared by this module."""
+    return dt.install()
+
+
+def cli(*args, env=None, check=False):
+    full = dict(os.environ, PYTHONPATH=PYPATH)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dlx", *args], env=full, capture_output=True,
+                          text=True, check=check)
+
+
+def test_selection_here_is_cpu():
+    name, reason = dt.selection()
+    assert name == "cpu" and "cpu" in reason
+    assert dt.backend() == "cpu"
+
+
+def test_dlx_backend_forces_a_choice(monkeypatch):
+    monkeypatch.setenv("DLX_BACKEND", "rocm")
+    assert dt.backend() == "rocm"
+    monkeypatch.setenv("DLX_BACKEND", "tpu")
+    with pytest.raises(ValueError, match="tpu"):
+        dt.backend()
+
+
+def test_install_builds_and_sets_the_table(record, kernels):
+    assert record.source == "addon" and record.backend == "cpu"
+    assert NAME.search(record.path) and os.path.dirname(record.path) == dt.cache_dir()
+    assert "torch=1.13" in record.identity and "backend=cpu" in record.identity
+    assert dt.install() is record  # once per process
+    assert dlx.exchange_api(torch.Tensor) is not None
+    assert torch.Tensor.__dlpack_c_exchange_api__ is not None
+    mode = os.stat(record.path).st_mode
+    assert stat.S_IMODE(mode) & 0o022 == 0
+    assert stat.S_IMODE(os.stat(dt.cache_dir()).st_mode) == 0o700
+
+
+def test_kernels_with_torch_tensors(record, kernels):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cases = {
+        "contiguous": base,
+        "transposed": base.t(),
+        "sliced with offset": base[1:, 2:5],
+        "0-d": torch.tensor(3.5),
+        "empty": torch.zeros(0, 3),
+    }
+    for what, t in cases.items():
+        assert kernels.sum(t) == pytest.approx(float(t.sum())), what
+        assert kernels.info(t, 0) == t.dim(), what
+        assert [kernels.info(t, 20 + d) for d in range(t.dim())] == list(t.stride()), what
+    sliced = cases["sliced with offset"]
+    assert kernels.info(sliced, 30) + kernels.info(sliced, 3) == sliced.data_ptr()
+    kernels.fill(base.t()[1], 9.0)  # a strided row of the transpose: column 1
+    assert base[:, 1].tolist() == [9.0] * 4 and float(base.sum()) == 276 - (1 + 7 + 13 + 19) + 36
+
+
+def test_new_tensor_comes_back_as_torch(record, kernels):
+    like = torch.ones(2)
+    r = kernels.arange(5, like)
+    assert isinstance(r, torch.Tensor) and r.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    r2 = kernels.new_tensor(4, 16, 2, 3, like)  # bfloat16: torch has it, numpy does not
+    assert r2.dtype == torch.bfloat16 and r2.shape == (2, 3)
+
+
+def test_saxpy_example_with_torch(record, examples):
+    x = torch.arange(4, dtype=torch.float32)
+    y = torch.ones(8, dtype=torch.float32)[::2]
+    examples.saxpy.saxpy(x, y, 2.0)
+    assert y.tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+# ---- conformance of the installed table, through its C functions ----
+
+def test_table_header_and_stream(record):
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    assert (api.version.major, api.version.minor) == (1, 3) and api.prev_api is None
+    assert api.dltensor_from_py_object_no_sync is not None
+    s = ctypes.c_void_p(1)
+    assert api.current_work_stream(1, 0, ctypes.byref(s)) == 0 and s.value is None
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(12.0).reshape(3, 4),
+    lambda: torch.arange(12.0).reshape(3, 4).t(),
+    lambda: torch.arange(12, dtype=torch.int16).reshape(3, 4)[1:, ::2],
+    lambda: torch.tensor(True),
+    lambda: torch.zeros(0, 2, dtype=torch.complex64)])
+def test_managed_export_and_deleter_once(record, make):
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    t = make()
+    base_refs = sys.getrefcount(t)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert api.managed_tensor_from_py_object_no_sync(t, ctypes.byref(out)) == 0
+    m = out.contents
+    d = m.dl_tensor
+    assert (m.version.major, d.ndim) == (1, t.dim())
+    assert [d.shape[i] for i in range(d.ndim)] == list(t.shape)
+    assert [d.strides[i] for i in range(d.ndim)] == list(t.stride())
+    assert t.numel() == 0 or (d.data or 0) + d.byte_offset == t.data_ptr()
+    assert d.device.device_type == 1
+    m.deleter(out)
+    assert sys.getrefcount(t) == base_refs
+
+
+def test_allocator_round_trip_and_set_error(record):
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    shape = (ctypes.c_int64 * 2)(2, 3)
+    proto = DLTensor(None, DLDevice(1, 0), 2, DLDataType(4, 16, 1), shape, None, 0)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    errors = []
+    seterr = SETERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
+    assert api.managed_tensor_allocator(ctypes.byref(proto), ctypes.byref(out), None, seterr) == 0
+    obj = ctypes.py_object()
+    assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0
+    r = take(obj)
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.bfloat16 and r.shape == (2, 3)
+    assert errors == []
+    bad = DLTensor(None, DLDevice(1, 0), 2, DLDataType(17, 4, 1), shape, None, 0)  # fp4
+    assert api.managed_tensor_allocator(ctypes.byref(bad), ctypes.byref(out), None, seterr) == -1
+    on_tpu = DLTensor(None, DLDevice(19, 0), 2, DLDataType(2, 32, 1), shape, None, 0)
+    assert api.managed_tensor_allocator(ctypes.byref(on_tpu), ctypes.byref(out), None, seterr) == -1
+    assert len(errors) == 2 and errors[0][0] == "TypeError" and errors[1][0] == "ValueError"
+
+
+def test_import_runs_the_producers_deleter_once(record):
+    """numpy's export imported by torch's table: the numpy deleter runs when torch frees it."""
+    import numpy as np
+
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    np_api = table_of(dlx.exchange_api(np.ndarray))
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)[:, 1:]
+    before = sys.getrefcount(a)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert np_api.managed_tensor_from_py_object_no_sync(a, ctypes.byref(out)) == 0
+    obj = ctypes.py_object()
+    assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0
+    t = take(obj)
+    assert t.tolist() == [[1.0, 2.0], [4.0, 5.0]] and t.stride() == (3, 1)
+    assert sys.getrefcount(a) == before + 1
+    del t
+    assert sys.getrefcount(a) == before
+
+
+# ---- the cache ----
+
+def test_warm_install_loads_without_building(record):
+    out = run_python("import dlx.torch as dt; r = dt.install(); print(r.source, r.path)")
+    assert out.stdout.split() == ["addon", record.path]
+    assert "building" not in out.stderr
+
+
+def test_import_dlx_never_compiles(tmp_path):
+    out = run_python("import dlx, dlx.torch, torch; print(dlx.torch.installed())",
+                     env={"DLX_CACHE_DIR": str(tmp_path / "c")})
+    assert out.stdout.strip() == "None"
+    assert not (tmp_path / "c").exists() or not os.listdir(tmp_path / "c")
+
+
+def test_first_torch_call_sets_torch_up(record):
+    out = run_python(
+        "import dlx, torch, os\n"
+        "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
+        "assert torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is None\n"
+        "print(k.sum(torch.ones(3)), dlx.torch.installed().source)\n")
+    assert out.stdout.split() == ["3.0", "addon"]
+
+
+def test_disable_keeps_the_dlpack_path():
+    out = run_python("import dlx.torch as dt, torch\n"
+                     "print(dt.install(), hasattr(torch.Tensor, '__dlpack_c_exchange_api__'))",
+                     env={"DLX_DISABLE_TORCH_ADDON": "1"})
+    assert out.stdout.split() == ["None", "False"]
+
+
+def test_native_table_is_reused(record):
+    out = run_python(
+        "import dlx, dlx.torch as dt, torch\n"
+        "native = dlx._core.load_addon(%r, %r)\n"
+        "torch.Tensor.__dlpack_c_exchange_api__ = native\n"
+        "r = dt.install()\n"
+        "print(r.source, r.backend, r.path, torch.Tensor.__dlpack_c_exchange_api__ is native)\n"
+        % (record.path, record.identity))
+    assert out.stdout.split() == ["native", "cpu", "None", "True"]
+
+
+def test_wrong_identity_is_refused(record):
+    with pytest.raises(ImportError, match="not the addon for this setup"):
+        dlx._core.load_addon(record.path, record.identity + "x")
+
+
+def _copy_into(record, folder):
+    folder.mkdir(mode=0o700)
+    dst = folder / os.path.basename(record.path)
+    shutil.copy(record.path, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+def _install_from(folder):
+    return run_python("import dlx.torch as dt; r = dt.install(); print(r.path)",
+                      env={"DLX_CACHE_DIR": str(folder)})
+
+
+def test_valid_copied_cache_is_used(record, tmp_path):
+    dst = _copy_into(record, tmp_path / "c")
+    out = _install_from(tmp_path / "c")
+    assert out.stdout.strip() == str(dst) and "building" not in out.stderr
+
+
+def test_truncated_cache_entry_is_rebuilt(record, tmp_path):
+    dst = _copy_into(record, tmp_path / "c")
+    size = dst.stat().st_size
+    with open(dst, "r+b") as f:
+        f.truncate(size // 2)
+    out = _install_from(tmp_path / "c")
+    assert out.stdout.strip() == str(dst)
+    assert out.stderr.count("dlx: building") == 1
+    assert dst.stat().st_size > size // 2
+
+
+def test_group_writable_cache_entry_is_never_loaded(record, tmp_path):
+    dst = _copy_into(record, tmp_path / "c")
+    os.chmod(dst, 0o775)
+    planted = tmp_path / "elsewhere.so"
+    shutil.copy(record.path, planted)
+    out = _install_from(tmp_path / "c")
+    assert out.stderr.count("dlx: building") == 1  # rebuilt, not loaded
+    assert stat.S_IMODE(dst.stat().st_mode) == 0o755
+
+
+def test_planted_symlink_is_never_followed(record, tmp_path):
+    (tmp_path / "c").mkdir(mode=0o700)
+    planted = tmp_path / "planted.so"
+    shutil.copy(record.path, planted)
+    link = tmp_path / "c" / os.path.basename(record.path)
+    link.symlink_to(planted)
+    out = _install_from(tmp_path / "c")
+    assert out.stderr.count("dlx: building") == 1
+    assert not link.is_symlink() and link.is_file()
+
+
+def test_group_writable_cache_folder_is_refused(tmp_path):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(folder)},
+                   check=False)
+    assert r.returncode != 0 and "PermissionError" in r.stderr and "writable" in r.stderr
+
+
+def test_parallel_builds_end_with_one_library(tmp_path):
+    out_dir = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    procs = [subprocess.Popen([sys.executable, "-m", "dlx", "build-addon", "--output-dir",
+                               str(out_dir)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
+    assert [rc for _, _, rc in results] == [0, 0, 0, 0], results
+    paths = {o.strip() for o, _, _ in results}
+    assert len(paths) == 1
+    assert sum(e.count("dlx: building") for _, e, _ in results) == 1
+    libs = [p for p in os.listdir(out_dir) if p.endswith(".so")]
+    assert libs == [os.path.basename(paths.pop())]  # no temp files left behind
+
+
+def test_compiler_failure_surfaces_its_output(tmp_path):
+    r = cli("build-addon", "--output-dir", str(tmp_path),
+            env={"CXX": "sh -c 'echo boom-from-the-compiler >&2; exit 3' --"})
+    assert r.returncode != 0
+    assert "boom-from-the-compiler" in r.stderr and "status 3" in r.stderr
+
+
+def test_cxxflags_are_honoured_and_change_the_identity(record, tmp_path):
+    r = cli("build-addon", "--output-dir", str(tmp_path),
+            env={"DLX_CXXFLAGS": "-DDLX_TEST_FLAG='two words' -O1"})
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert NAME.search(path) and os.path.basename(path) != os.path.basename(record.path)
+
+
+# ---- command line ----
+
+@pytest.mark.parametrize("args, message", [
+    (["--build-with-cuda", "--build-with-rocm"], "--build-with-cuda and --build-with-rocm"),
+    (["--backend", "cpu", "--build-with-ascend"], "--backend"),
+    (["--build-with-torch-npu", "--build-with-cuda"], "--build-with-torch-npu"),
+    (["--frobnicate"], "--frobnicate"),
+    (["--output-dir"], "--output-dir")])
+def test_build_addon_argument_errors(args, message):
+    r = cli("build-addon", *args)
+    assert r.returncode == 2 and message in r.stderr and "error" in r.stderr
+
+
+@pytest.mark.parametrize("platform", ["win32", "darwin"])
+@pytest.mark.parametrize("flag", ["--build-with-torch-npu", "--build-with-ascend"])
+def test_torch_npu_build_is_refused_off_linux(platform, flag, capsys):
+    from dlx.__main__ import main
+
+    assert main(["build-addon", flag], platform=platform) == 2
+    assert "only supported on Linux" in capsys.readouterr().err
+
+
+def test_cache_list_and_clean(record, tmp_path):
+    folder = tmp_path / "c"
+    _copy_into(record, folder)
+    env = {"DLX_CACHE_DIR": str(folder)}
+    listed = cli("cache", "list", env=env, check=True).stdout
+    assert os.path.basename(record.path) in listed and "ok" in listed
+    assert "removed 1" in cli("cache", "clean", env=env, check=True).stdout
+    assert os.listdir(folder) == []
+
+
+def test_doctor_reports_what_it_found(record):
+    r = cli("doctor", check=True)
+    out = r.stdout
+    for expected in ("interpreter: ", "torch 1.13", "C++11 ABI 1", "backend: cpu",
+                     "table in force: addon", record.path, "cache: ", "compiler: ",
+                     "stream providers", "device map"):
+        assert expected in out, expected
+
+
+def test_torch_npu_build_against_the_stand_in(tmp_path):
+    """The compiled Ascend path: headers and libtorch_npu from tests/fixtures."""
+    standin = BUILD / "fixtures" / "torch_npu"
+    if not (standin / "lib" / "libtorch_npu.so").exists():
+        pytest.skip("stand-in torch_npu not built")
+    r = cli("build-addon", "--build-with-ascend", "--output-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert re.search(r"libdlx_torch_1\.13_torch_npu_[0-9a-f]{12}\.so$", path)
+    lib = ctypes.CDLL(str(standin / "lib" / "libtorch_npu.so"))
+    lib.dlx_standin_npu_set_stream.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    lib.dlx_standin_npu_default_stream.restype = ctypes.c_void_p
+    addon = ctypes.PyDLL(path)
+    addon.dlx_torch_exchange_api.restype = ctypes.c_void_p
+    from dlpack_ctypes import ExchangeAPI
+
+    api = ctypes.cast(addon.dlx_torch_exchange_api(), ctypes.POINTER(ExchangeAPI)).contents
+    s = ctypes.c_void_p()
+    assert api.current_work_stream(12, 0, ctypes.byref(s)) == 0
+    assert s.value == lib.dlx_standin_npu_default_stream(0)
+    lib.dlx_standin_npu_set_stream(0, 0xFEED0)
+    assert api.current_work_stream(12, 0, ctypes.byref(s)) == 0 and s.value == 0xFEED0
+    lib.dlx_standin_npu_set_stream(0, None)
