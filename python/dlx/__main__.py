@@ -61,6 +61,19 @@ def cache(args):
     return _err("cache takes 'list' or 'clean'")
 
 
+def _stream_source(rec):
+    """Who answers current_work_stream for the record's backend, best source first."""
+    if rec.source == "native+stream":
+        return (f"{rec.backend} devices from the runtime provider (overlay); others from "
+                "torch's native table")
+    if rec.source == "native":
+        return "torch's native table"
+    if rec.backend == "cpu":
+        return "addon (CPU: none); device types it was not built for: runtime provider"
+    return (f"addon, compiled-in getter for {rec.backend}; other device types: "
+            "runtime provider")
+
+
 def doctor():
     import dlx
 
@@ -94,6 +107,11 @@ def doctor():
             name = None
         for probe, err in dt.probe_errors.items():
             print(f"  probe {probe} raised {err} (counted as not available)")
+        import importlib.util
+
+        if not hasattr(torch, "npu") and importlib.util.find_spec("torch_npu") is not None:
+            print("  note: torch_npu is installed but not imported; import torch_npu before "
+                  "dlx selects a backend (torch < 2.5 does not autoload device plugins)")
         if os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1":
             print("table: DLX_DISABLE_TORCH_ADDON=1, torch tensors use __dlpack__")
         elif name:
@@ -102,6 +120,7 @@ def doctor():
                 print(f"table in force: {rec.source} (backend {rec.backend})")
                 if rec.path:
                     print(f"  addon: {rec.path}\n  identity: {rec.identity}")
+                print(f"  streams: {_stream_source(rec)}")
             except Exception as e:
                 print(f"table: could not be installed — {type(e).__name__}: {e}")
     info = _core.provider_info()

@@ -96,6 +96,25 @@ def main():
             pass
 
         ManagedOnly.__dlpack_c_exchange_api__ = fx.table_capsule("managed_only")
+        # The runtime provider: the overlay answers kDLExtDev through a C raw-stream getter
+        # registered as torch_npu._C._npu_getCurrentRawStream (as the real one is C).
+        import types
+
+        fake = types.ModuleType("torch_npu")
+        fake._C = types.SimpleNamespace(_npu_getCurrentRawStream=fx.ext_dev_raw_stream)
+        sys.modules.setdefault("torch_npu", fake)
+        if sys.modules["torch_npu"] is fake:
+            dlx._core.set_active_backend("torch_npu")
+
+            class Overlaid(fx.Tensor):
+                pass
+
+            Overlaid.__dlpack_c_exchange_api__ = dlx._core.stream_overlay(
+                fx.table_capsule("full"))
+            case("3 fixture tensors, kDLExtDev (view + provider stream)",
+                 tuple(Overlaid((16,), device=(12, 0)) for _ in range(3)))
+            del sys.modules["torch_npu"]
+            dlx._core.set_active_backend("cpu")
         case("3 fixture tensors, CUDA (managed export)", tuple(ManagedOnly((16,), device=(2, 0)) for _ in range(3)))
         case("3 fixture tensors via __dlpack__ (versioned)", tuple(DLPackOnly(fx.tensor((16,), device=(1, 0))) for _ in range(3)))
     case("3 numpy arrays via __dlpack__ (legacy)", tuple(DLPackOnly(a) for a in arrays))
@@ -111,15 +130,15 @@ def main():
         case(f"3 torch tensors (torch {torch.__version__}, table: {record.source})", ts)
 
     print(f"dlx bench: {N} calls x {ROUNDS} rounds, best round; bare call = {bare_name}")
-    print(f"{'arguments':48s} {'kernel ns':>10s} {'bare ns':>8s} {'over bare/arg':>14s}")
+    print(f"{'arguments':56s} {'kernel ns':>10s} {'bare ns':>8s} {'over bare/arg':>14s}")
     for name, k, b, per in rows:
-        print(f"{name:48s} {k:10.1f} {b:8.1f} {per:14.1f}")
+        print(f"{name:56s} {k:10.1f} {b:8.1f} {per:14.1f}")
     if fx:
         cpu = next(r for r in rows if r[0].startswith("3 fixture tensors, CPU"))
         for r in rows:
-            if "+ stream" in r[0]:
-                print(f"stream query cost ({r[0].split(',')[1].split('(')[0].strip()}): "
-                      f"{r[1] - cpu[1]:.1f} ns per call")
+            if "stream)" in r[0]:
+                print(f"stream query cost, {r[0].split(', ', 1)[1]}: {r[1] - cpu[1]:.1f} ns "
+                      "per call (vs the same call on CPU, which asks nothing)")
     if "torch" in sys.modules and os.environ.get("DLX_BENCH_SKIP_BUILD") != "1":
         cold, warm, source = torch_times()
         print(f"torch addon: cold build {cold:.1f} s (python -m dlx build-addon, empty cache); "

@@ -21,9 +21,36 @@ void dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
 
 /* Byte strides to element strides; -1 (and `*bad_dim`) when one is not a multiple.
  * A dimension of extent 0 or 1 is never stepped, so its stride is not checked
- * (numpy leaves arbitrary values there) and becomes the compact one. */
-int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, const int64_t *byte_strides,
-                           int64_t itemsize, int64_t *strides, int32_t *bad_dim);
+ * (numpy leaves arbitrary values there) and becomes the compact one.
+ * Inline: it runs on every numpy argument of every call. */
+static inline int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, const int64_t *byte_strides,
+                           int64_t itemsize, int64_t *strides, int32_t *bad_dim) {
+  if (itemsize <= 0) {
+    if (bad_dim) *bad_dim = 0;
+    return -1;
+  }
+  /* Item sizes are powers of two in practice: mask and shift instead of two divisions
+   * per dimension (this runs on every numpy argument of every call). */
+  int pow2 = (itemsize & (itemsize - 1)) == 0;
+  int shift = pow2 ? __builtin_ctzll((unsigned long long)itemsize) : 0;
+  for (int32_t i = 0; i < ndim; ++i) {
+    int64_t b = byte_strides[i];
+    int exact = pow2 ? (b & (itemsize - 1)) == 0 : b % itemsize == 0;
+    if (exact) {
+      strides[i] = pow2 ? b >> shift : b / itemsize; /* exact: the shift rounds nothing */
+    } else if (shape[i] <= 1) {
+      /* never stepped (numpy leaves arbitrary values here): the compact stride */
+      int64_t s = 1;
+      for (int32_t j = i + 1; j < ndim; ++j) s *= shape[j] > 0 ? shape[j] : 1;
+      strides[i] = s;
+    } else {
+      if (bad_dim) *bad_dim = i;
+      return -1;
+    }
+  }
+  return 0;
+}
+
 
 /* A PEP 3118 struct format of one item (as in Py_buffer.format) to a DLDataType.
  * Returns 0, or -1 with a reason in `err` (non-native byte order, unsupported). */

@@ -19,24 +19,6 @@ void dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
   }
 }
 
-int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, const int64_t *byte_strides,
-                           int64_t itemsize, int64_t *strides, int32_t *bad_dim) {
-  if (itemsize <= 0) {
-    if (bad_dim) *bad_dim = 0;
-    return -1;
-  }
-  dlx_compact_strides(ndim, shape, strides);
-  for (int32_t i = 0; i < ndim; ++i) {
-    if (shape[i] <= 1 && byte_strides[i] % itemsize != 0) continue; /* keep compact */
-    if (byte_strides[i] % itemsize != 0) {
-      if (bad_dim) *bad_dim = i;
-      return -1;
-    }
-    strides[i] = byte_strides[i] / itemsize;
-  }
-  return 0;
-}
-
 static int is_little_endian(void) {
   const uint16_t one = 1;
   return *(const uint8_t *)&one == 1;

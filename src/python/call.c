@@ -182,7 +182,9 @@ out:;
   int failed = PyErr_Occurred() != NULL;
   if (failed) PyErr_Fetch(&et, &ev, &tb);
   for (int32_t i = 0; i < converted; ++i)
-    if (argv[i].kind == DLX_ARG_TENSOR) dlx_release_slot(&slots[i]);
+    if (argv[i].kind == DLX_ARG_TENSOR &&
+        (slots[i].managed || slots[i].legacy || slots[i].buffer)) /* views own nothing */
+      dlx_release_slot(&slots[i]);
   if (st.ret && st.ret->deleter) st.ret->deleter(st.ret);
   if (failed) PyErr_Restore(et, ev, tb);
   if (failed || PyErr_Occurred()) { /* PyErr_Occurred: a deleter raised */

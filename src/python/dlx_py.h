@@ -48,8 +48,32 @@ typedef struct dlx_type_info {
 
 /* ---- tables.c ---- */
 int dlx_tables_init(PyObject *module);
-/* The cached info of `tp`; NULL with an exception when the type's table is unusable. */
-const dlx_type_info *dlx_type_info_get(PyTypeObject *tp);
+#define DLX_TYPE_CACHE_SIZE 128 /* power of two */
+extern dlx_type_info dlx_type_cache[DLX_TYPE_CACHE_SIZE];
+extern unsigned int dlx_provider_generation;
+/* Discover `tp` and cache it; NULL with an exception when its table is unusable. */
+const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp);
+
+static inline dlx_type_info *dlx_type_slot(PyTypeObject *tp) {
+  return &dlx_type_cache[((uintptr_t)tp >> 4) & (DLX_TYPE_CACHE_SIZE - 1)];
+}
+
+static inline int dlx_version_tag_valid(PyTypeObject *tp) {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+  return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag != 0;
+#else
+  return tp->tp_version_tag != 0;
+#endif
+}
+
+/* The cached info of `tp`: on a hit, a few compares and no Python lookup. */
+static inline const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
+  dlx_type_info *e = dlx_type_slot(tp);
+  if (e->type == tp && e->version_tag == tp->tp_version_tag &&
+      e->generation == dlx_provider_generation && dlx_version_tag_valid(tp))
+    return e;
+  return dlx_type_info_miss(tp);
+}
 /* The usable major-1 table at or behind `head` (walking prev_api); NULL with an
  * exception naming `who` when there is none or a required function is NULL. */
 const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head, const char *who);

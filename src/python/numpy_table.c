@@ -61,7 +61,7 @@ static void np_deleter(DLManagedTensorVersioned *m) {
   if (need_gil) PyGILState_Release(g);
 }
 
-static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
+static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
   if (!PyArray_ISNBO(d->byteorder)) {
     PyErr_Format(PyExc_BufferError,
                  "numpy dtype '%c%c%d' has non-native byte order; DLPack needs native order",
@@ -85,6 +85,23 @@ static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
     }
   }
   *out = (DLDataType){code, (uint8_t)(d->elsize * 8), 1};
+  return 0;
+}
+
+/* Arrays in one call mostly share a dtype, and builtin descriptors are shared
+ * objects: remember the last one (a reference keeps the pointer meaningful). */
+static PyArray_Descr *last_descr;
+static DLDataType last_dtype;
+
+static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
+  if (d == last_descr) {
+    *out = last_dtype;
+    return 0;
+  }
+  if (descr_to_dl_uncached(d, out)) return -1;
+  Py_INCREF(d);
+  Py_XSETREF(last_descr, d);
+  last_dtype = *out;
   return 0;
 }
 

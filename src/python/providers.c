@@ -61,12 +61,8 @@ static PyObject *resolve(provider *p) {
   return obj;
 }
 
-int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out) {
-  *out = NULL;
-  dlx_backend b;
-  if (device_type == kDLCPU || dlx_device_stream_backend(device_type, active, &b) != 0 ||
-      !providers[b].module)
-    return 0; /* no backend claims it: no stream */
+/* Ask backend b's entry point for device `device_id`'s current stream on this thread. */
+static int provider_call(dlx_backend b, int32_t device_id, void **out) {
   PyObject *fn = resolve(&providers[b]);
   if (!fn) return -1;
   ++dlx_stat_provider_calls;
@@ -81,16 +77,30 @@ int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, voi
   return 0;
 }
 
+int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  *out = NULL;
+  dlx_backend b;
+  if (device_type == kDLCPU || dlx_device_stream_backend(device_type, active, &b) != 0 ||
+      !providers[b].module)
+    return 0; /* no backend claims it: no stream */
+  return provider_call(b, device_id, out);
+}
+
 /* ---- the overlay ---- */
 
+/* One overlay per process (current_work_stream gets no table pointer, so each overlay
+ * needs its own function; torch.Tensor is the only type that needs one). */
 static const DLPackExchangeAPI *overlay_native;
+static PyObject *overlay_native_owner; /* keeps the native table's capsule alive */
 static DLPackExchangeAPI overlay;
 
+/* Devices of the active torch_npu backend come from its provider (native tables have
+ * no NPU stream); everything else is the native table's own answer. */
 static int overlay_stream(DLDeviceType device_type, int32_t device_id, void **out) {
   dlx_backend b;
-  if (dlx_device_stream_backend(device_type, active, &b) == 0 && b == active &&
-      b == DLX_BACKEND_TORCH_NPU)
-    return dlx_provider_current_stream(device_type, device_id, out);
+  if (active == DLX_BACKEND_TORCH_NPU && device_type != kDLCPU &&
+      dlx_device_stream_backend(device_type, active, &b) == 0 && b == DLX_BACKEND_TORCH_NPU)
+    return provider_call(b, device_id, out);
   return overlay_native->current_work_stream(device_type, device_id, out);
 }
 
@@ -100,6 +110,12 @@ static PyObject *stream_overlay(PyObject *self, PyObject *capsule) {
   const DLPackExchangeAPI *native = dlx_table_from_capsule(capsule, "native table");
   if (!native) return NULL;
   if (native == &overlay) return Py_NewRef(capsule); /* already in force */
+  if (overlay_native && overlay_native != native) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a stream overlay is already in force over another native table");
+    return NULL;
+  }
+  Py_XSETREF(overlay_native_owner, Py_NewRef(capsule));
   overlay_native = native;
   overlay = *native;
   overlay.header.prev_api = NULL; /* the copy is major 1 itself */

@@ -12,11 +12,10 @@
  */
 #include "dlx_py.h"
 
-#define CACHE_SIZE 128 /* power of two */
 #define MAX_PREV_API_DEPTH 16
 
-static dlx_type_info cache[CACHE_SIZE];
-static unsigned int provider_generation = 1; /* bumped on register: drops every entry */
+dlx_type_info dlx_type_cache[DLX_TYPE_CACHE_SIZE];
+unsigned int dlx_provider_generation = 1; /* bumped on register: drops every entry */
 static PyObject *providers;                  /* dict: type -> capsule */
 static struct {
   PyTypeObject *type;
@@ -28,14 +27,6 @@ static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
  * ever compiling anything) */
 static PyObject *lazy_setups;
 unsigned long long dlx_stat_type_lookups;
-
-static int version_tag_valid(PyTypeObject *tp) {
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
-  return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag != 0;
-#else
-  return tp->tp_version_tag != 0;
-#endif
-}
 
 const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head, const char *who) {
   if (!head) {
@@ -188,22 +179,19 @@ fail:
   return -1;
 }
 
-const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
-  dlx_type_info *e = &cache[((uintptr_t)tp >> 4) & (CACHE_SIZE - 1)];
-  if (e->type == tp && e->version_tag == tp->tp_version_tag &&
-      e->generation == provider_generation && version_tag_valid(tp))
-    return e;
+const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
+  dlx_type_info *e = dlx_type_slot(tp);
   ++dlx_stat_type_lookups;
   dlx_type_info fresh = {0};
   fresh.type = tp;
   if (discover(tp, &fresh)) return NULL;
   /* The lookups above gave the type a valid tag; read it only now. */
   fresh.version_tag = tp->tp_version_tag;
-  fresh.generation = provider_generation;
+  fresh.generation = dlx_provider_generation;
   PyObject *old = e->owner;
   *e = fresh;
   Py_XDECREF(old);
-  if (!version_tag_valid(tp)) e->type = NULL; /* uncacheable: keep it for this call only */
+  if (!dlx_version_tag_valid(tp)) e->type = NULL; /* uncacheable: keep it for this call only */
   return e;
 }
 
@@ -217,7 +205,7 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
     provider_views[k].type = tp;
     provider_views[k].view = view; /* a re-registration without a view drops the old one */
   }
-  ++provider_generation;
+  ++dlx_provider_generation;
   return 0;
 }
 

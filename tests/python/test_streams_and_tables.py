@@ -270,3 +270,12 @@ def test_transposed_and_offset_fixture_views(fx, kernels):
     s = t.slice(2, 5)
     assert kernels.info(s, 3) == 8  # byte_offset of float32 element 2
     assert kernels.sum(s) == 2.0 + 3.0 + 4.0
+
+
+def test_one_stream_overlay_per_process(fx):
+    full = fx.table_capsule("full")
+    overlay = dlx._core.stream_overlay(full)
+    assert dlx._core.stream_overlay(full) is not None  # same native: fine
+    assert dlx._core.stream_overlay(overlay) is overlay  # already an overlay
+    with pytest.raises(RuntimeError, match="already in force over another native table"):
+        dlx._core.stream_overlay(fx.table_capsule("managed_only"))
