@@ -24,6 +24,41 @@ def ns_per_call(fn, *args, n=200000):
     return (time.perf_counter() - t0) / n * 1e9
 
 
+ASCEND = """
+import threading, torch, torch_npu, dlx, dlx.torch, os
+rec = dlx.torch.install()
+print(f"  backend {dlx.torch.backend()}, table {rec.source}: {os.path.basename(rec.path)}")
+report = dlx.load(os.path.join(os.environ["DLX_BUILD_DIR"], "examples", "stream_report.so"))
+t = torch.ones(4, device="privateuseone")
+s = torch.npu.Stream()
+print(f"  outside any context: {hex(report.report_stream(t))} (the default NPU stream)")
+with torch.npu.stream(s):
+    print(f"  with torch.npu.stream(s): {hex(report.report_stream(t))} == s.npu_stream "
+          f"{hex(s.npu_stream)}, device type {report.report_device_type(t)}")
+seen = []
+th = threading.Thread(target=lambda: seen.append(report.report_stream(t)))
+with torch.npu.stream(s):
+    th.start(); th.join()
+print(f"  another thread meanwhile: {hex(seen[0])} (its own default, not s)")
+"""
+
+
+def ascend_demo():
+    """The seed's feature, on a stand-in Ascend (tests/fixtures): no NPU needed."""
+    import subprocess
+
+    try:
+        import dlx_privateuse1  # noqa: F401
+    except ImportError:
+        return
+    print("Ascend stand-in (torch_npu + PrivateUse1 device from tests/fixtures):")
+    env = dict(os.environ, DLX_BUILD_DIR=os.path.abspath(BUILD))
+    r = subprocess.run([sys.executable, "-c", ASCEND], env=env, text=True, capture_output=True)
+    print(r.stdout.rstrip())
+    if r.returncode:
+        print(r.stderr.rstrip())
+
+
 def main():
     print(f"dlx {os.path.dirname(dlx.__file__)}")
     print(f"  include dir: {dlx.include_dir()}")
@@ -47,14 +82,21 @@ def main():
     except ImportError:
         print("torch: not importable, skipped")
     else:
-        native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-        how = "native exchange table" if native is not None else "__dlpack__ protocol"
-        print(f"torch {torch.__version__}: {how}")
+        from dlx import torch as dlx_torch
+
+        name, reason = dlx_torch.selection()
+        print(f"torch {torch.__version__}: backend {name} ({reason})")
+        t0 = time.perf_counter()
+        rec = dlx_torch.install()
+        print(f"  table in force: {rec.source}" + (f", {rec.path}" if rec.path else "")
+              + f" ({time.perf_counter() - t0:.2f} s)")
         tx = torch.arange(8, dtype=torch.float32)
         ty = torch.zeros(16, dtype=torch.float32)[::2]  # strided view
         saxpy.saxpy(tx, ty, 3.0)
         print(f"  saxpy(x, y[::2], 3.0) -> y = {ty.tolist()}")
         print(f"  {where(report, tx)}")
+        print(f"  {ns_per_call(saxpy.saxpy, tx, ty, 0.0):.0f} ns per saxpy call with 2 torch tensors")
+        ascend_demo()
 
     try:
         import dlx_fixture
