@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The CUDA check of the streams issue, for a machine with a GPU, nvcc and a torch that has
+# its own exchange table (not run in CI). Builds dlx with plain compiler calls (no apt,
+# no cmake needed), compiles tests/gpu/stream_kernels.cu with nvcc, runs check_cuda.py.
+# Usage: bash tests/gpu/run.sh [python]   (default: python3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${1:-python3}
+OUT=${OUT:-$(mktemp -d)}
+PKG=$OUT/python/dlx
+mkdir -p "$PKG/include/dlx" "$PKG/addon" "$OUT/k"
+NUMPY_INC=$("$PY" -c 'import numpy; print(numpy.get_include())')
+PY_INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
+  -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION -I"$PY_INC" -I"$NUMPY_INC" -Iinclude -Isrc/core \
+  -Isrc/python src/python/*.c src/core/*.c -o "$PKG/_core$SUFFIX" -ldl
+cp python/dlx/*.py "$PKG/"
+cp include/dlx/*.h "$PKG/include/dlx/"
+cp src/addons/torch/* "$PKG/addon/"
+nvcc -O2 -shared -Xcompiler -fPIC -Iinclude tests/gpu/stream_kernels.cu -o "$OUT/k/stream_kernels.so"
+DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cuda.py "$OUT/k/stream_kernels.so"
