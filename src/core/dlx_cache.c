@@ -1,5 +1,6 @@
 /* dlx_cache.c - cache folder, trust checks, locking and publishing. */
 #include "dlx_cache.h"
+#include "dlx_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,17 +12,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
-
-__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen,
-                                                         const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
 
 /* Copies `s` without trailing slashes (keeping a lone "/"). */
 static int copy_trimmed(const char *s, char *out, size_t outlen) {
@@ -43,27 +33,27 @@ int dlx_cache_dir_resolve(const char *dlx, const char *xdg, const char *home, ch
   } else if (home && home[0]) {
     base = home, suffix = "/.cache/dlx";
   } else {
-    return set_err(err, errlen,
+    return dlx_set_err(err, errlen,
                    "no cache folder: DLX_CACHE_DIR, XDG_CACHE_HOME and HOME are all unset");
   }
   char trimmed[4096];
   if (copy_trimmed(base, trimmed, sizeof trimmed) != 0)
-    return set_err(err, errlen, "cache folder path too long: '%s'", base);
+    return dlx_set_err(err, errlen, "cache folder path too long: '%s'", base);
   /* "/" + "/dlx" would read "//dlx"; a base of "/" contributes nothing. */
   if (strcmp(trimmed, "/") == 0 && suffix[0]) trimmed[0] = '\0';
   int n = snprintf(out, outlen, "%s%s", trimmed, suffix);
   if (n < 0 || (size_t)n >= outlen) {
     if (outlen) out[0] = '\0';
-    return set_err(err, errlen, "cache folder path too long: '%s%s'", trimmed, suffix);
+    return dlx_set_err(err, errlen, "cache folder path too long: '%s%s'", trimmed, suffix);
   }
   return 0;
 }
 
 int dlx_cache_dir_ensure(const char *dir, char *err, size_t errlen) {
   char path[4096];
-  if (!dir || !dir[0]) return set_err(err, errlen, "empty cache folder path");
+  if (!dir || !dir[0]) return dlx_set_err(err, errlen, "empty cache folder path");
   if (copy_trimmed(dir, path, sizeof path) != 0)
-    return set_err(err, errlen, "cache folder path too long: '%s'", dir);
+    return dlx_set_err(err, errlen, "cache folder path too long: '%s'", dir);
 
   int created_final = 0;
   size_t len = strlen(path);
@@ -78,30 +68,30 @@ int dlx_cache_dir_ensure(const char *dir, char *err, size_t errlen) {
       char why[256];
       snprintf(why, sizeof why, "%s", strerror(errno));
       path[i] = saved;
-      return set_err(err, errlen, "cannot create cache folder '%s': %s", path, why);
+      return dlx_set_err(err, errlen, "cannot create cache folder '%s': %s", path, why);
     }
     path[i] = saved;
   }
   /* umask may have stripped bits from a folder we made; 0700 is the intent. */
   if (created_final && chmod(path, 0700) != 0)
-    return set_err(err, errlen, "cannot chmod cache folder '%s': %s", path, strerror(errno));
+    return dlx_set_err(err, errlen, "cannot chmod cache folder '%s': %s", path, strerror(errno));
 
   struct stat st;
   if (lstat(path, &st) != 0)
-    return set_err(err, errlen, "cannot stat cache folder '%s': %s", path, strerror(errno));
+    return dlx_set_err(err, errlen, "cannot stat cache folder '%s': %s", path, strerror(errno));
   if (S_ISLNK(st.st_mode))
-    return set_err(err, errlen,
+    return dlx_set_err(err, errlen,
                    "refusing cache folder '%s': it is a symlink (point DLX_CACHE_DIR at the "
                    "real folder)",
                    path);
   if (!S_ISDIR(st.st_mode))
-    return set_err(err, errlen, "refusing cache folder '%s': not a directory", path);
+    return dlx_set_err(err, errlen, "refusing cache folder '%s': not a directory", path);
   if (st.st_uid != geteuid()) {
-    return set_err(err, errlen, "refusing cache folder '%s': owned by uid %lu, not by uid %lu",
+    return dlx_set_err(err, errlen, "refusing cache folder '%s': owned by uid %lu, not by uid %lu",
                    path, (unsigned long)st.st_uid, (unsigned long)geteuid());
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    return set_err(err, errlen,
+    return dlx_set_err(err, errlen,
                    "refusing cache folder '%s': writable by group or others (mode %04o; "
                    "chmod 700 it)",
                    path, (unsigned)(st.st_mode & 07777));
@@ -113,24 +103,24 @@ int dlx_cache_file_trusted(const char *path, char *err, size_t errlen) {
   struct stat st;
   if (lstat(path, &st) != 0) {
     if (errno == ENOENT) return 0;
-    return set_err(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
+    return dlx_set_err(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
   }
-  if (S_ISLNK(st.st_mode)) return set_err(err, errlen, "refusing '%s': a symlink", path);
+  if (S_ISLNK(st.st_mode)) return dlx_set_err(err, errlen, "refusing '%s': a symlink", path);
   if (!S_ISREG(st.st_mode))
-    return set_err(err, errlen, "refusing '%s': not a regular file", path);
+    return dlx_set_err(err, errlen, "refusing '%s': not a regular file", path);
   if (st.st_uid != geteuid()) {
-    return set_err(err, errlen, "refusing '%s': owned by uid %lu, not by uid %lu", path,
+    return dlx_set_err(err, errlen, "refusing '%s': owned by uid %lu, not by uid %lu", path,
                    (unsigned long)st.st_uid, (unsigned long)geteuid());
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    return set_err(err, errlen, "refusing '%s': writable by group or others (mode %04o)",
+    return dlx_set_err(err, errlen, "refusing '%s': writable by group or others (mode %04o)",
                    path, (unsigned)(st.st_mode & 07777));
   }
   if (st.st_size < 64)
-    return set_err(err, errlen, "refusing '%s': truncated (shorter than an ELF header)",
+    return dlx_set_err(err, errlen, "refusing '%s': truncated (shorter than an ELF header)",
                    path);
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+  if (fd < 0) return dlx_set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
   /* The file checked must be the file read: a swap between lstat and open fails. */
   struct stat fst;
   unsigned char head[4];
@@ -139,9 +129,9 @@ int dlx_cache_file_trusted(const char *path, char *err, size_t errlen) {
   if (same) got = pread(fd, head, sizeof head, 0);
   close(fd);
   if (!same)
-    return set_err(err, errlen, "refusing '%s': it changed while being checked", path);
+    return dlx_set_err(err, errlen, "refusing '%s': it changed while being checked", path);
   if (got != (ssize_t)sizeof head || memcmp(head, "\x7f" "ELF", 4) != 0)
-    return set_err(err, errlen, "refusing '%s': not an ELF file", path);
+    return dlx_set_err(err, errlen, "refusing '%s': not an ELF file", path);
   return 1;
 }
 
@@ -151,7 +141,7 @@ int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t er
   do fd = open(lock_path, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
   while (fd < 0 && errno == EINTR);
   if (fd < 0)
-    return set_err(err, errlen, "cannot open lock file '%s': %s", lock_path,
+    return dlx_set_err(err, errlen, "cannot open lock file '%s': %s", lock_path,
                    errno == ELOOP ? "it is a symlink" : strerror(errno));
   int rc;
   do rc = flock(fd, LOCK_EX);
@@ -159,7 +149,7 @@ int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t er
   if (rc != 0) {
     int e = errno;
     close(fd);
-    return set_err(err, errlen, "cannot lock '%s': %s", lock_path, strerror(e));
+    return dlx_set_err(err, errlen, "cannot lock '%s': %s", lock_path, strerror(e));
   }
   lock->fd = fd;
   return 0;
@@ -204,7 +194,7 @@ static void fsync_parent(const char *path) {
 
 int dlx_publish(const char *temp_path, const char *final_path, char *err, size_t errlen) {
   int fd = open(temp_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return set_err(err, errlen, "cannot open '%s': %s", temp_path, strerror(errno));
+  if (fd < 0) return dlx_set_err(err, errlen, "cannot open '%s': %s", temp_path, strerror(errno));
   struct stat st;
   const char *what = NULL;
   int e = 0;
@@ -216,7 +206,7 @@ int dlx_publish(const char *temp_path, const char *final_path, char *err, size_t
   if (!what && rename(temp_path, final_path) != 0) what = "rename", e = errno;
   if (what) {
     unlink(temp_path);
-    return set_err(err, errlen, "cannot %s '%s' to '%s': %s", what, temp_path, final_path,
+    return dlx_set_err(err, errlen, "cannot %s '%s' to '%s': %s", what, temp_path, final_path,
                    strerror(e));
   }
   fsync_parent(final_path);

@@ -1,5 +1,6 @@
 /* dlx_compile.c - compiler command lines and running them with captured output. */
 #include "dlx_compile.h"
+#include "dlx_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,17 +14,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen,
-                                                         const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
 
 /* ---- a growable, NULL-terminated argv ------------------------------------ */
 
@@ -84,7 +74,7 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
   if (!s) s = "";
   words w = {0};
   char *cur = malloc(strlen(s) + 1); /* no word is longer than the input */
-  if (!cur) return set_err(err, errlen, "out of memory");
+  if (!cur) return dlx_set_err(err, errlen, "out of memory");
   size_t len = 0;
   int in_word = 0; /* a word has started, even if empty ('' or "") */
   const char *why = NULL;
@@ -137,7 +127,7 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
   free(cur);
   if (why) {
     dlx_argv_free(w.v, w.n);
-    return set_err(err, errlen, "cannot split '%s': %s", s, why);
+    return dlx_set_err(err, errlen, "cannot split '%s': %s", s, why);
   }
   *argv_out = w.v;
   *argc_out = w.n;
@@ -153,12 +143,12 @@ static int push_split(words *w, const char *s, const char *what, char *err, size
   int n;
   char why[512];
   if (dlx_shell_split(s, &v, &n, why, sizeof why) != 0)
-    return set_err(err, errlen, "%s: %s", what, why);
+    return dlx_set_err(err, errlen, "%s: %s", what, why);
   int rc = 0;
   for (int i = 0; i < n && rc == 0; ++i) rc = words_push(w, v[i], strlen(v[i]));
   dlx_argv_free(v, n);
   if (count) *count = n;
-  return rc == 0 ? 0 : set_err(err, errlen, "out of memory");
+  return rc == 0 ? 0 : dlx_set_err(err, errlen, "out of memory");
 }
 
 int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out, char *err,
@@ -166,10 +156,10 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
   *argv_out = NULL;
   *argc_out = 0;
   if (!s->source || !s->source[0] || !s->output || !s->output[0])
-    return set_err(err, errlen, "compile: a source and an output file are required");
+    return dlx_set_err(err, errlen, "compile: a source and an output file are required");
   for (size_t i = 0; i < s->n_lib_dirs; ++i)
     if (strchr(s->lib_dirs[i], ','))
-      return set_err(err, errlen,
+      return dlx_set_err(err, errlen,
                      "compile: library folder '%s' contains ',', which -Wl,-rpath, would split",
                      s->lib_dirs[i]);
 
@@ -177,7 +167,7 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
   int ncxx = 0, bad = 0;
   if (push_split(&w, s->cxx, "CXX", err, errlen, &ncxx) != 0) goto fail;
   if (ncxx == 0) {
-    set_err(err, errlen, "compile: no C++ compiler (CXX is empty)");
+    dlx_set_err(err, errlen, "compile: no C++ compiler (CXX is empty)");
     goto fail;
   }
   static const char *const kBase[] = {"-std=c++17", "-O2", "-fPIC", "-shared",
@@ -196,7 +186,7 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
   }
   for (size_t i = 0; i < s->n_libs; ++i) bad |= words_pushf(&w, "-l", s->libs[i]);
   if (bad) {
-    set_err(err, errlen, "out of memory");
+    dlx_set_err(err, errlen, "out of memory");
     goto fail;
   }
   if (push_split(&w, s->extra_cxxflags, "DLX_CXXFLAGS", err, errlen, NULL) != 0) goto fail;
@@ -245,7 +235,7 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
                     size_t errlen) {
   *output_out = NULL;
   *exit_status_out = -1;
-  if (!argv || !argv[0] || !argv[0][0]) return set_err(err, errlen, "run: no program given");
+  if (!argv || !argv[0] || !argv[0][0]) return dlx_set_err(err, errlen, "run: no program given");
 
   /* Keep at most the last DLX_CAPTURE_CAP bytes: read into a window twice that
    * size and slide when it fills. Allocated first, so -1 means "not started". */
@@ -255,13 +245,13 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
   char **cand = exec_candidates(argv[0]);
   int out[2] = {-1, -1}, report[2] = {-1, -1};
   if (!buf || !cand) {
-    set_err(err, errlen, "run '%s': out of memory", argv[0]);
+    dlx_set_err(err, errlen, "run '%s': out of memory", argv[0]);
     goto fail;
   }
   int ncand = 0;
   while (cand[ncand]) ++ncand;
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
-    set_err(err, errlen, "run '%s': pipe: %s", argv[0], strerror(errno));
+    dlx_set_err(err, errlen, "run '%s': pipe: %s", argv[0], strerror(errno));
     goto fail;
   }
 
@@ -270,7 +260,7 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
    * it only on some). */
   pid_t pid = fork();
   if (pid < 0) {
-    set_err(err, errlen, "run '%s': fork: %s", argv[0], strerror(errno));
+    dlx_set_err(err, errlen, "run '%s': fork: %s", argv[0], strerror(errno));
     goto fail;
   }
   if (pid == 0) {
@@ -343,12 +333,12 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
   do w = waitpid(pid, &status, 0);
   while (w < 0 && errno == EINTR);
   if (!started) {
-    set_err(err, errlen, "cannot run '%s': %s", argv[0],
+    dlx_set_err(err, errlen, "cannot run '%s': %s", argv[0],
             have_errno ? strerror(exec_errno) : "exec failed");
     goto fail;
   }
   if (w < 0) {
-    set_err(err, errlen, "run '%s': waitpid: %s", argv[0], strerror(errno));
+    dlx_set_err(err, errlen, "run '%s': waitpid: %s", argv[0], strerror(errno));
     goto fail;
   }
   *exit_status_out = WIFEXITED(status)     ? WEXITSTATUS(status)

@@ -11,6 +11,12 @@
 
 #include "dlx/dlpack.h"
 
+/* ---- dlx_error.c: the error text behind the core's -1 returns --------------- */
+
+/* printf into err[errlen] (when err is non-NULL); always returns -1. */
+__attribute__((format(printf, 3, 4))) int dlx_set_err(char *err, size_t errlen,
+                                                      const char *fmt, ...);
+
 /* ---- dlx_layout.c: dtypes, strides, buffer formats ---------------------- */
 
 /* Bytes per element of `dtype` (bits * lanes rounded up), 0 for sub-byte or invalid. */
