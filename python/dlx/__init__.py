@@ -34,6 +34,23 @@ def include_dir():
     return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
 
 
+_loaded = {}  # absolute path -> (st_dev, st_ino, st_mtime_ns, st_size) when first loaded
+
+
 def load(path):
-    """Load a shared library of DLX_KERNEL kernels; returns a dlx.Library."""
-    return _core.load(_os.path.abspath(_os.fspath(path)))
+    """Load a shared library of DLX_KERNEL kernels; returns a dlx.Library.
+
+    The dynamic loader hands back the library already mapped under a path, so a file
+    rebuilt since (the edit-rebuild-reload loop) is loaded through a private copy."""
+    path = _os.path.abspath(_os.fspath(path))
+    st = _os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    first = _loaded.setdefault(path, key)
+    if first == key:
+        return _core.load(path)
+    import shutil
+    import tempfile
+
+    copy = _os.path.join(tempfile.mkdtemp(prefix="dlx-reload-"), _os.path.basename(path))
+    shutil.copy2(path, copy)
+    return _core.load(copy)

@@ -155,8 +155,9 @@ def ensure_addon(backend, output_dir=None, torch=None):
         except ImportError:  # truncated, corrupt or foreign: rebuild that very file
             bad_inode = _core.file_inode(path)
     defines = spec.defines + [f'DLX_ADDON_IDENTITY="{ident}"']
-    _core.build_addon(path, spec.cxx, ADDON_SOURCE, spec.includes, defines, spec.lib_dirs,
-                      spec.libs, spec.cxxflags, spec.ldflags, bad_inode)
+    _core.build_addon(path, spec.cxx, ADDON_SOURCE, tuple(spec.includes), tuple(defines),
+                      tuple(spec.lib_dirs), tuple(spec.libs), spec.cxxflags, spec.ldflags,
+                      bad_inode)
     status, why = _core.file_trusted(path)
     if status != 1:
         raise PermissionError(f"refusing to load {path}: {why}")

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlx_core.h"
@@ -42,6 +43,12 @@ int dlx_elf_each_symbol(const char *path, const char *prefix,
     snprintf(err, errlen, "'%s' has no usable section table", path);
     goto done;
   }
+  struct stat fst;
+  if (fstat(fd, &fst) != 0 || eh.e_shoff > (uint64_t)fst.st_size ||
+      (uint64_t)eh.e_shnum * sizeof *sh > (uint64_t)fst.st_size - eh.e_shoff) {
+    snprintf(err, errlen, "'%s': truncated section table", path);
+    goto done;
+  }
   sh = calloc(eh.e_shnum, sizeof *sh);
   if (!sh || read_at(fd, sh, eh.e_shnum * sizeof *sh, eh.e_shoff)) {
     snprintf(err, errlen, "'%s': truncated section table", path);
@@ -55,6 +62,14 @@ int dlx_elf_each_symbol(const char *path, const char *prefix,
     goto done;
   }
   const Elf64_Shdr *strtab = &sh[dynsym->sh_link];
+  /* Sizes come from the file: never trust one that reaches past its end. */
+  struct stat st;
+  uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+  if (dynsym->sh_size > size || dynsym->sh_offset > size - dynsym->sh_size ||
+      strtab->sh_size > size || strtab->sh_offset > size - strtab->sh_size) {
+    snprintf(err, errlen, "'%s': truncated symbol table", path);
+    goto done;
+  }
   size_t nsyms = dynsym->sh_size / sizeof(Elf64_Sym);
   syms = malloc(dynsym->sh_size ? dynsym->sh_size : 1);
   strs = malloc(strtab->sh_size + 1);

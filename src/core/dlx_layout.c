@@ -72,7 +72,7 @@ int dlx_dtype_from_buffer_format(const char *format, int64_t itemsize, DLDataTyp
     snprintf(err, errlen, "unsupported buffer format '%s'", format);
     return -1;
   }
-  if (itemsize <= 0 || itemsize > 32) {
+  if (itemsize <= 0 || itemsize > 16 || (itemsize & (itemsize - 1)) != 0) {
     snprintf(err, errlen, "unsupported item size %lld for format '%s'", (long long)itemsize,
              format);
     return -1;

@@ -131,10 +131,9 @@ static PyObject *file_trusted(PyObject *self, PyObject *arg) {
   return Py_BuildValue("(is)", rc, why);
 }
 
-/* A borrowed list of str as a C array valid while `list` lives; NULL on error. */
+/* A tuple of str as a C array of borrowed UTF-8, valid while the tuple lives. */
 static const char **str_array(PyObject *list, size_t *n) {
-  PyObject *seq = PySequence_Fast(list, "expected a list of str");
-  if (!seq) return NULL;
+  PyObject *seq = list; /* a tuple: immutable while the GIL is released */
   *n = (size_t)PySequence_Fast_GET_SIZE(seq);
   const char **a = PyMem_Calloc(*n + 1, sizeof *a);
   for (size_t i = 0; a && i < *n; ++i) {
@@ -144,7 +143,6 @@ static const char **str_array(PyObject *list, size_t *n) {
       a = NULL;
     }
   }
-  Py_DECREF(seq); /* the caller passes lists, so the items outlive this view */
   if (!a && !PyErr_Occurred()) PyErr_NoMemory();
   return a;
 }
@@ -164,8 +162,8 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
   PyObject *inc, *def, *ldir, *lib;
   dlx_compile_spec s = {0};
   unsigned long long bad_ino = 0;
-  if (!PyArg_ParseTuple(args, "sssO!O!O!O!zzK", &final, &s.cxx, &s.source, &PyList_Type, &inc,
-                        &PyList_Type, &def, &PyList_Type, &ldir, &PyList_Type, &lib,
+  if (!PyArg_ParseTuple(args, "sssO!O!O!O!zzK", &final, &s.cxx, &s.source, &PyTuple_Type, &inc,
+                        &PyTuple_Type, &def, &PyTuple_Type, &ldir, &PyTuple_Type, &lib,
                         &s.extra_cxxflags, &s.extra_ldflags, &bad_ino))
     return NULL;
   const char **a = str_array(inc, &s.n_include_dirs), **b = str_array(def, &s.n_defines),

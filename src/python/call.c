@@ -104,7 +104,9 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
                     .shape = dims, .strides = strides, .byte_offset = 0};
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_allocator(&proto, &m, st, alloc_set_error) || !m) {
-    if (!st->failed) fail(st, "RuntimeError", "the exchange table's allocator failed");
+    if (!st->failed && !PyErr_Occurred())
+      fail(st, "RuntimeError", "the exchange table's allocator failed");
+    st->failed = 1;
     return -1;
   }
   if (m->version.major != 1) {
@@ -144,7 +146,12 @@ PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *a
   for (; converted < nargs; ++converted) {
     dlx_arg *a = &argv[converted];
     if (dlx_convert_arg(args[converted], converted, a, &slots[converted])) {
-      if (a->kind == DLX_ARG_TENSOR) dlx_release_slot(&slots[converted]); /* partial */
+      if (a->kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        dlx_release_slot(&slots[converted]);
+        PyErr_Restore(et, ev, tb);
+      }
       goto out;
     }
     if (a->kind != DLX_ARG_TENSOR) continue;

@@ -25,16 +25,35 @@ static int fail_arg(int32_t index, PyObject *obj) {
     return -1;
   }
   PyErr_NormalizeException(&type, &value, &tb);
+  if (tb && value) PyException_SetTraceback(value, tb);
   PyObject *msg = value ? PyObject_Str(value) : NULL;
+  PyObject *renamed = NULL;
   if (msg) {
-    PyErr_Format(type, "argument %d (%.100s): %U", (int)index, Py_TYPE(obj)->tp_name, msg);
+    /* Same class, message prefixed; classes that cannot be built from one message
+     * (UnicodeDecodeError, custom __init__) keep the original, with a note. */
+    renamed = PyObject_CallFunction(type, "N",
+                                    PyUnicode_FromFormat("argument %d (%.100s): %U", (int)index,
+                                                         Py_TYPE(obj)->tp_name, msg));
     Py_DECREF(msg);
+  }
+  if (renamed && PyExceptionInstance_Check(renamed)) {
+    PyException_SetCause(renamed, Py_NewRef(value));
+    PyErr_SetObject(type, renamed);
+    Py_DECREF(renamed);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-  } else {
-    PyErr_Restore(type, value, tb);
+    return -1;
   }
+  Py_XDECREF(renamed);
+  PyErr_Clear();
+  PyObject *note = PyUnicode_FromFormat("dlx: argument %d (%.100s)", (int)index,
+                                        Py_TYPE(obj)->tp_name);
+  PyObject *r = note && value ? PyObject_CallMethod(value, "add_note", "O", note) : NULL;
+  Py_XDECREF(r);
+  Py_XDECREF(note);
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
   return -1;
 }
 
@@ -70,7 +89,7 @@ static int from_table(const DLPackExchangeAPI *api, PyObject *obj, int32_t index
   if (api->dltensor_from_py_object_no_sync) {
     if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg(index, obj);
     arg->value.tensor = &slot->view;
-    return 0;
+    return fill_missing_strides(obj, index, arg, slot);
   }
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &m)) return fail_arg(index, obj);
@@ -225,6 +244,27 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
   /* Subclasses of int and float (IntEnum, numpy.float64) are scalars too. */
   if (PyLong_Check(obj)) goto as_int;
   if (PyFloat_Check(obj)) goto as_float;
+  if (info->source == DLX_SRC_BUFFER && tp->tp_as_number) {
+    /* Numbers that also export a buffer (numpy.int64, numpy.float32) are scalars. */
+    if (tp->tp_as_number->nb_index) {
+      arg->kind = DLX_ARG_INT;
+      int overflow = 0;
+      PyObject *i = PyNumber_Index(obj);
+      arg->value.i = i ? PyLong_AsLongLongAndOverflow(i, &overflow) : -1;
+      Py_XDECREF(i);
+      if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "argument %d (%.100s): does not fit in 64 bits",
+                     (int)index, tp->tp_name);
+        return -1;
+      }
+      return PyErr_Occurred() ? fail_arg(index, obj) : 0;
+    }
+    if (tp->tp_as_number->nb_float) {
+      arg->kind = DLX_ARG_FLOAT;
+      arg->value.f = PyFloat_AsDouble(obj);
+      return PyErr_Occurred() ? fail_arg(index, obj) : 0;
+    }
+  }
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, index, arg, slot);
   if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, index, arg, slot);

@@ -39,6 +39,7 @@ typedef int (*dlx_scratch_view_fn)(PyObject *obj, DLTensor *out, int64_t *scratc
 typedef struct dlx_type_info {
   PyTypeObject *type;
   unsigned int version_tag;     /* tp_version_tag when cached; a change invalidates */
+  unsigned int meta_version_tag; /* the metaclass's: type attributes are found there too */
   unsigned int generation;      /* provider-registry generation when cached */
   dlx_source source;
   const DLPackExchangeAPI *api; /* DLX_SRC_TABLE: the validated major-1 table */
@@ -70,6 +71,7 @@ static inline int dlx_version_tag_valid(PyTypeObject *tp) {
 static inline const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
   dlx_type_info *e = dlx_type_slot(tp);
   if (e->type == tp && e->version_tag == tp->tp_version_tag &&
+      e->meta_version_tag == Py_TYPE(tp)->tp_version_tag &&
       e->generation == dlx_provider_generation && dlx_version_tag_valid(tp))
     return e;
   return dlx_type_info_miss(tp);

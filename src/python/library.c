@@ -99,6 +99,7 @@ static void collect(void *vctx, const char *sym) {
     return;
   }
   KernelObject *k = PyObject_New(KernelObject, &KernelType);
+  if (k) k->path = NULL; /* dealloc-safe before it is filled */
   PyObject *name = PyUnicode_FromString(r->name);
   if (!k || !name) {
     Py_XDECREF(k);

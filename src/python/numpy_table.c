@@ -79,7 +79,8 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
     case NPY_CFLOAT: case NPY_CDOUBLE: code = kDLComplex; break;
     default: {
       PyObject *name = PyObject_Str((PyObject *)d);
-      PyErr_Format(PyExc_BufferError, "numpy dtype '%U' cannot be expressed in DLPack", name);
+      if (name)
+        PyErr_Format(PyExc_BufferError, "numpy dtype '%U' cannot be expressed in DLPack", name);
       Py_XDECREF(name);
       return -1;
     }
@@ -125,6 +126,11 @@ static int dl_to_type_num(DLDataType t) {
 
 /* Describe ndarray `a` in `t`, with shape and strides stored in `dims` (2 * ndim). */
 static int describe(PyArrayObject *a, DLTensor *t, int64_t *dims) {
+  if (PyArray_NDIM(a) > NPY_MAXDIMS) { /* a newer numpy at run time than at build time */
+    PyErr_Format(PyExc_BufferError, "array has %d dimensions, dlx was built for at most %d",
+                 PyArray_NDIM(a), NPY_MAXDIMS);
+    return -1;
+  }
   DLDataType dtype;
   if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
   int32_t nd = PyArray_NDIM(a), bad = 0;

@@ -119,6 +119,8 @@ static PyObject *stream_overlay(PyObject *self, PyObject *capsule) {
   overlay_native = native;
   overlay = *native;
   overlay.header.prev_api = NULL; /* the copy is major 1 itself */
+  if (overlay.header.version.minor > DLPACK_MINOR_VERSION) /* only 1.3's fields were copied */
+    overlay.header.version.minor = DLPACK_MINOR_VERSION;
   overlay.current_work_stream = overlay_stream;
   return dlx_table_capsule(&overlay);
 }

@@ -90,31 +90,39 @@ static int type_attr(PyTypeObject *tp, PyObject *name, PyObject **out) {
 /* 1 when a pending setup for a base of `tp` ran (it is then dropped), 0 when none
  * applies, -1 on error. A setup's own failure is its business: it warns, we go on. */
 static int run_lazy_setup(PyTypeObject *tp) {
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lazy_setups); ++i) {
-    PyObject *entry = PyList_GET_ITEM(lazy_setups, i);
+  /* A snapshot: module attribute lookups may run code that changes the list. */
+  PyObject *entries = PySequence_Tuple(lazy_setups);
+  if (!entries) return -1;
+  int ran = 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(entries) && !ran; ++i) {
+    PyObject *entry = PyTuple_GET_ITEM(entries, i);
     PyObject *mod = PyImport_GetModule(PyTuple_GET_ITEM(entry, 0));
     if (!mod) {
-      if (PyErr_Occurred()) return -1;
+      if (PyErr_Occurred()) PyErr_Clear();
       continue; /* not imported: this type cannot be one of its */
     }
     PyObject *base = PyObject_GetAttr(mod, PyTuple_GET_ITEM(entry, 1));
     Py_DECREF(mod);
-    if (!base) return -1;
+    if (!base) { /* half-imported module: this setup does not apply (yet) */
+      PyErr_Clear();
+      continue;
+    }
     int sub = PyType_Check(base) && PyType_IsSubtype(tp, (PyTypeObject *)base);
     Py_DECREF(base);
     if (!sub) continue;
-    PyObject *callback = Py_NewRef(PyTuple_GET_ITEM(entry, 2));
-    if (PySequence_DelItem(lazy_setups, i)) {
-      Py_DECREF(callback);
-      return -1;
+    Py_ssize_t at = PySequence_Index(lazy_setups, entry); /* by identity of the tuple */
+    if (at < 0) { /* already run by a nested call */
+      PyErr_Clear();
+      continue;
     }
-    PyObject *r = PyObject_CallNoArgs(callback);
-    Py_DECREF(callback);
-    if (!r) return -1;
+    if (PySequence_DelItem(lazy_setups, at)) break;
+    PyObject *r = PyObject_CallNoArgs(PyTuple_GET_ITEM(entry, 2));
+    if (!r) break;
     Py_DECREF(r);
-    return 1;
+    ran = 1;
   }
-  return 0;
+  Py_DECREF(entries);
+  return PyErr_Occurred() ? -1 : ran;
 }
 
 static int discover(PyTypeObject *tp, dlx_type_info *info) {
@@ -187,11 +195,12 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   if (discover(tp, &fresh)) return NULL;
   /* The lookups above gave the type a valid tag; read it only now. */
   fresh.version_tag = tp->tp_version_tag;
+  fresh.meta_version_tag = Py_TYPE(tp)->tp_version_tag;
   fresh.generation = dlx_provider_generation;
   PyObject *old = e->owner;
   *e = fresh;
   Py_XDECREF(old);
-  if (!dlx_version_tag_valid(tp)) e->type = NULL; /* uncacheable: keep it for this call only */
+  if (!dlx_version_tag_valid(tp) || !dlx_version_tag_valid(Py_TYPE(tp))) e->type = NULL; /* uncacheable: keep it for this call only */
   return e;
 }
 

@@ -38,7 +38,7 @@ def test_load_errors(tmp_path):
 
 @pytest.mark.parametrize("value, kind", [
     (None, NONE), (3, INT), (True, BOOL), (2.5, FLOAT), (np.ones(2), TENSOR),
-    (np.float64(1.5), FLOAT), (b"xy", TENSOR)])
+    (np.float64(1.5), FLOAT), (np.int16(2), INT), (b"xy", TENSOR)])
 def test_argument_kinds(kernels, value, kind):
     assert kernels.kind_of(value) == kind
 
@@ -234,3 +234,43 @@ def test_no_leaks_on_error_paths(kernels):
             kernels.fail_value(a, a)
     gc.collect()
     assert sys.getrefcount(a) == before
+
+
+def test_reloading_a_rebuilt_library_gets_the_new_code(tmp_path):
+    src = tmp_path / "k.c"
+    so = tmp_path / "k.so"
+
+    def build(version, extra=""):
+        src.write_text("#include <dlx/dlx.h>\n"
+                       f"DLX_KERNEL(ver) {{ return dlx_return_int(call, {version}); }}\n" + extra)
+        tmp = tmp_path / "k.tmp.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-I", dlx.include_dir(), str(src), "-o",
+                        str(tmp)], check=True)
+        os.replace(tmp, so)
+
+    import os
+
+    build(1)
+    assert dlx.load(so).ver() == 1
+    build(2, "DLX_KERNEL(newk) { return dlx_return_int(call, 7); }\n")
+    lib = dlx.load(so)
+    assert lib.kernels == ("newk", "ver") and lib.ver() == 2 and lib.newk() == 7
+
+
+def test_numpy_scalars_are_scalars(kernels):
+    assert kernels.kind_of(np.int64(3)) == INT and kernels.echo_int(np.int32(-4)) == -4
+    assert kernels.kind_of(np.float32(0.5)) == FLOAT and kernels.echo_float(np.float32(0.5)) == 0.5
+
+
+def test_producer_exception_that_cannot_take_a_message_is_kept(kernels):
+    class Picky(Exception):
+        def __init__(self, a, b):
+            super().__init__(a, b)
+
+    class P:
+        def __dlpack__(self, **kw):
+            raise Picky(1, 2)
+
+    with pytest.raises(Picky) as info:
+        kernels.noop(P())
+    assert any("argument 0" in n for n in getattr(info.value, "__notes__", []))

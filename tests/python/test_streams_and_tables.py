@@ -279,3 +279,28 @@ def test_one_stream_overlay_per_process(fx):
     assert dlx._core.stream_overlay(overlay) is overlay  # already an overlay
     with pytest.raises(RuntimeError, match="already in force over another native table"):
         dlx._core.stream_overlay(fx.table_capsule("managed_only"))
+
+
+def test_type_cache_follows_a_table_set_on_the_metaclass(fx, kernels):
+    class Meta(type):
+        pass
+
+    class W(metaclass=Meta):
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, **kw):
+            return self.t.__dlpack__(**kw)
+
+    w = W(fx.tensor([1.0], device=(CPU, 0)))
+    assert kernels.sum(w) == 1.0  # cached: the __dlpack__ path
+    Meta.__dlpack_c_exchange_api__ = fx.table_capsule("full")
+    with pytest.raises(TypeError, match="argument 0"):  # now the table (which wants a fixture Tensor)
+        kernels.sum(w)
+
+
+def test_a_lazy_setup_that_does_not_apply_breaks_nothing(kernels):
+    import json  # noqa: F401  (imported, but has no such type)
+
+    dlx._core.register_lazy_setup("json", "NoSuchType", lambda: None)
+    assert kernels.sum(bytearray(b"\x01\x02")) == 3.0

@@ -270,7 +270,35 @@ const at::Tensor &UnpackTensor(void *py_object) {
 
 // Checks that the consumer would read the values torch means, and fills the
 // parts of `out` that do not depend on who owns shape/strides.
+void CheckExportable(const at::Tensor &tensor);
+
+// Key sets already found exportable (strided, no conj/neg bit). layout() and the bit
+// checks walk dispatch key sets; remembering the few sets a program uses makes them a
+// compare on every later call. Touched with the GIL held only.
+constexpr int kOkKeySets = 8;
+uint64_t ok_key_sets[kOkKeySets];
+int ok_key_set_count = 0;
+
+bool KnownExportable(uint64_t keys) {
+  for (int i = 0; i < ok_key_set_count; ++i)
+    if (ok_key_sets[i] == keys) return true;
+  return false;
+}
+
 void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
+  const uint64_t keys = tensor.unsafeGetTensorImpl()->key_set().raw_repr();
+  if (!KnownExportable(keys)) {
+    CheckExportable(tensor);
+    if (ok_key_set_count < kOkKeySets) ok_key_sets[ok_key_set_count++] = keys;
+  }
+  out->device = ToDLDevice(tensor.device());
+  out->dtype = ToDLDataType(tensor.scalar_type());
+  out->ndim = static_cast<int32_t>(tensor.dim());
+  out->data = tensor.data_ptr();  // storage_offset is already applied
+  out->byte_offset = 0;
+}
+
+void CheckExportable(const at::Tensor &tensor) {
   if (tensor.layout() != c10::kStrided) {
     Fail("BufferError", "only strided tensors can be exported, not " +
                             c10::str(tensor.layout()) + " ones");
@@ -279,11 +307,6 @@ void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
     Fail("BufferError",
          "tensor has the conjugate/negative bit set; call .resolve_conj() / .resolve_neg() first");
   }
-  out->device = ToDLDevice(tensor.device());
-  out->dtype = ToDLDataType(tensor.scalar_type());
-  out->ndim = static_cast<int32_t>(tensor.dim());
-  out->data = tensor.data_ptr();  // storage_offset is already applied
-  out->byte_offset = 0;
 }
 
 DLManagedTensorVersioned *ExportManaged(const at::Tensor &tensor) {
