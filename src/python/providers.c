@@ -32,7 +32,7 @@ static provider providers[DLX_BACKEND_COUNT] = {
     [DLX_BACKEND_TORCH_NPU] = {"torch_npu", "_C._npu_getCurrentRawStream", NULL},
 };
 static dlx_backend active = DLX_BACKEND_CPU;
-unsigned long long dlx_stat_provider_calls;
+static unsigned long long dlx_stat_provider_calls; /* for provider_info() */
 
 static PyObject *resolve(provider *p) {
   if (p->fn) return p->fn;
