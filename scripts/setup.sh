@@ -2,7 +2,7 @@
 # Installs what dlx needs from Debian's archive, only when something is missing.
 # Idempotent: a machine that has everything runs no apt-get at all.
 set -euo pipefail
-pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev
+pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev pybind11-dev
       libcmocka-dev)
 missing=()
 for p in "${pkgs[@]}"; do
