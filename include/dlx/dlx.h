@@ -104,7 +104,18 @@ typedef struct dlx_kernel_record {
   DLX_EXTERN_C DLX_EXPORT const dlx_kernel_record dlx_kernel__##name;                \
   const dlx_kernel_record dlx_kernel__##name = {DLX_KERNEL_MAGIC, DLX_ABI_VERSION, 0, \
                                                 #name, name};                        \
-  int name(dlx_call *call)
+  DLX__KERNEL_DEFINITION(name)
+
+#ifdef __cplusplus
+/* In C++ the body is a separate function run by dlx__cxx_guard (defined below, after
+ * dlx_error): an exception must not cross into the interpreter, which would terminate. */
+#define DLX__KERNEL_DEFINITION(name)                                                 \
+  static int dlx__body_##name(dlx_call *call);                                       \
+  int name(dlx_call *call) { return dlx__cxx_guard(call, #name, dlx__body_##name); }  \
+  static int dlx__body_##name(dlx_call *call)
+#else
+#define DLX__KERNEL_DEFINITION(name) int name(dlx_call *call)
+#endif
 
 #if defined(__GNUC__)
 #define DLX_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -213,6 +224,28 @@ static inline int dlx_return_new_tensor(dlx_call *call, DLDevice device, int32_t
 }
 
 #ifdef __cplusplus
+}
+
+#include <exception>
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
+
+/* Runs a C++ kernel's body: every exception it throws becomes a RuntimeError naming the
+ * kernel and what(). Thread cancellation's forced unwind must continue, so it is rethrown. */
+static inline int dlx__cxx_guard(dlx_call *call, const char *name, int (*body)(dlx_call *)) {
+  try {
+    return body(call);
+#if defined(__GLIBCXX__)
+  } catch (abi::__forced_unwind &) {
+    throw;
+#endif
+  } catch (const std::exception &e) {
+    return dlx_error(call, "RuntimeError", "kernel %s threw a C++ exception: %s", name, e.what());
+  } catch (...) {
+    return dlx_error(call, "RuntimeError", "kernel %s threw a C++ exception (not a std::exception)",
+                     name);
+  }
 }
 #endif
 #endif /* DLX_DLX_H_ */

@@ -367,3 +367,105 @@ def test_torch_npu_build_against_the_stand_in(tmp_path):
     lib.dlx_standin_npu_set_stream(0, 0xFEED0)
     assert api.current_work_stream(12, 0, ctypes.byref(s)) == 0 and s.value == 0xFEED0
     lib.dlx_standin_npu_set_stream(0, None)
+
+
+# ---- hostile layouts and dtypes (issue 7, items 1 and 15) ----
+
+# Runs in a child: before the fix torch 1.13's noexcept storage-size computation aborted
+# the interpreter (std::terminate) on these layouts.
+_IMPORT_LAYOUT = """
+import ctypes, sys
+import numpy as np, torch, dlx, dlx.torch as dt
+from dlpack_ctypes import DLManagedTensorVersioned, DELETER, table_of
+dt.install()
+api = table_of(dlx.exchange_api(torch.Tensor))
+np_api = table_of(dlx.exchange_api(np.ndarray))
+deleted = []
+keep = []
+def managed(shape, strides, fmt=None):
+    if shape is None:  # dlx's own numpy export of a reversed view
+        out = ctypes.POINTER(DLManagedTensorVersioned)()
+        a = np.arange(5.)[::-1]
+        assert np_api.managed_tensor_from_py_object_no_sync(a, ctypes.byref(out)) == 0
+        # a copy of the pointer: the field itself is about to be replaced
+        real = DELETER(ctypes.cast(out.contents.deleter, ctypes.c_void_p).value)
+        def counting(p, real=real):
+            deleted.append(1)
+            real(p)
+        d = DELETER(counting)
+        keep.append(d)
+        out.contents.deleter = d
+        return out, a
+    m = DLManagedTensorVersioned()
+    m.version.major, m.version.minor = 1, 3
+    buf = (ctypes.c_double * 4)()
+    sh = (ctypes.c_int64 * len(shape))(*shape)
+    st = (ctypes.c_int64 * len(strides))(*strides)
+    m.dl_tensor.data = ctypes.cast(buf, ctypes.c_void_p)
+    m.dl_tensor.device.device_type = 1
+    m.dl_tensor.ndim = len(shape)
+    m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits, m.dl_tensor.dtype.lanes = 2, 64, 1
+    m.dl_tensor.shape, m.dl_tensor.strides = sh, st
+    d = DELETER(lambda p: deleted.append(1))
+    m.deleter = d
+    keep.extend([m, buf, sh, st, d])
+    return ctypes.pointer(m), None
+case = sys.argv[1]
+shape, strides = {
+    "numpy reversed": (None, None),
+    "negative stride": ([3, 2], [-2, 1]),
+    "overflowing bytes": ([2, 2], [1, 2**61]),
+    "overflowing extent": ([2**40, 2**40], [0, 0]),
+    "negative extent": ([-3], [1]),
+}[case]
+ptr, a = managed(shape, strides)
+obj = ctypes.py_object()
+try:
+    api.managed_tensor_to_py_object_no_sync(ptr, ctypes.byref(obj))
+except BufferError as e:
+    print("BufferError", len(deleted), e)
+else:
+    print("imported", len(deleted))
+"""
+
+
+@pytest.mark.parametrize("case", ["numpy reversed", "negative stride", "overflowing bytes",
+                                  "overflowing extent", "negative extent"])
+def test_import_refuses_layouts_torch_cannot_hold(record, case):
+    r = subprocess.run([sys.executable, "-c", _IMPORT_LAYOUT, case],
+                       env=dict(os.environ, PYTHONPATH=PYPATH + os.pathsep +
+                                os.path.dirname(__file__)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    words = r.stdout.split()
+    assert words[:2] == ["BufferError", "1"], r.stdout  # refused, deleter run exactly once
+    assert any(w in r.stdout for w in ("stride", "size", "extent", "count")), r.stdout
+
+
+@pytest.mark.parametrize("shape", [(2**40, 2**40), (-1, 3), (2**62,)])
+def test_allocator_refuses_shapes_torch_cannot_hold(record, shape):
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    proto = DLTensor(None, DLDevice(1, 0), len(shape), DLDataType(2, 64, 1), dims, None, 0)
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    errors = []
+    seterr = SETERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
+    assert api.managed_tensor_allocator(ctypes.byref(proto), ctypes.byref(out), None, seterr) == -1
+    assert len(errors) == 1 and errors[0][0] == "BufferError", errors
+
+
+def test_complex32_maps_to_dlpack_complex32_both_ways(record, kernels):
+    """torch.complex32 (ComplexHalf) is (kDLComplex, 32), as torch 1.13's own to_dlpack says."""
+    api = table_of(dlx.exchange_api(torch.Tensor))
+    t = torch.zeros(3, dtype=torch.complex32)
+    assert (kernels.info(t, 1), kernels.info(t, 2)) == (5, 32)  # dltensor view path
+    out = ctypes.POINTER(DLManagedTensorVersioned)()
+    assert api.managed_tensor_from_py_object_no_sync(t, ctypes.byref(out)) == 0
+    dt_ = out.contents.dl_tensor.dtype
+    assert (dt_.code, dt_.bits, dt_.lanes) == (5, 32, 1)
+    obj = ctypes.py_object()
+    assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0  # import
+    back = take(obj)
+    assert back.dtype == torch.complex32 and back.data_ptr() == t.data_ptr()
+    r = kernels.new_tensor(5, 32, 2, 3, t)  # allocator
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.complex32 and r.shape == (2, 3)

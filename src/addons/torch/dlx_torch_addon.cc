@@ -94,6 +94,7 @@ DLDataType ToDLDataType(c10::ScalarType type) {
     case T::BFloat16: return {kDLBfloat, 16, 1};
     case T::Float: return {kDLFloat, 32, 1};
     case T::Double: return {kDLFloat, 64, 1};
+    case T::ComplexHalf: return {kDLComplex, 32, 1};  // as torch's own to_dlpack
     case T::ComplexFloat: return {kDLComplex, 64, 1};
     case T::ComplexDouble: return {kDLComplex, 128, 1};
 #if DLX_TORCH_AT_LEAST(2, 3)  // wide unsigned integers arrived in torch 2.3
@@ -153,6 +154,7 @@ c10::ScalarType ToScalarType(DLDataType dtype) {
         if (dtype.bits == 16) return T::BFloat16;
         break;
       case kDLComplex:
+        if (dtype.bits == 32) return T::ComplexHalf;
         if (dtype.bits == 64) return T::ComplexFloat;
         if (dtype.bits == 128) return T::ComplexDouble;
         break;
@@ -340,6 +342,41 @@ void CheckShape(const DLTensor &view) {
   }
 }
 
+// torch 1.13 computes a blob's storage size in a noexcept function: a layout it
+// would throw on there terminates the process. So the addon refuses, before torch
+// sees them, every layout torch cannot hold: negative extents or strides (torch
+// has no negative strides), and element counts or byte sizes beyond int64.
+// `strides` NULL means compact.
+void CheckLayout(int32_t ndim, const int64_t *shape, const int64_t *strides, int64_t itemsize) {
+  int64_t numel = 1, last = 0;  // last: the largest element offset reached
+  for (int32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) {
+      Fail("BufferError", "dimension " + std::to_string(i) + " has a negative extent (" +
+                              std::to_string(shape[i]) + ")");
+    }
+    if (strides != nullptr && strides[i] < 0) {
+      Fail("BufferError", "dimension " + std::to_string(i) + " has a negative stride (" +
+                              std::to_string(strides[i]) + "); torch has no negative strides");
+    }
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+      Fail("BufferError", "the tensor's element count overflows int64");
+    }
+  }
+  if (numel == 0) return;  // nothing is ever addressed
+  for (int32_t i = 0; strides != nullptr && i < ndim; ++i) {
+    int64_t reach;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      Fail("BufferError", "the tensor's storage size overflows int64 (strides too large)");
+    }
+  }
+  if (strides == nullptr) last = numel - 1;
+  int64_t bytes;
+  if (__builtin_add_overflow(last, 1, &bytes) || __builtin_mul_overflow(bytes, itemsize, &bytes)) {
+    Fail("BufferError", "the tensor's storage size in bytes overflows int64");
+  }
+}
+
 void CallManagedDeleter(void *ctx) {
   auto *managed = static_cast<DLManagedTensorVersioned *>(ctx);
   if (managed->deleter != nullptr) managed->deleter(managed);
@@ -360,11 +397,14 @@ at::Tensor ImportManaged(DLManagedTensorVersioned *managed) {
   const DLTensor &view = managed->dl_tensor;
   try {
     device = ToTorchDevice(view.device);
-    options = options.dtype(ToScalarType(view.dtype)).device(device);
+    const c10::ScalarType dtype = ToScalarType(view.dtype);
+    options = options.dtype(dtype).device(device);
     CheckShape(view);
     if (view.ndim > 0 && view.strides == nullptr) {
       Fail("BufferError", "DLTensor has NULL strides");  // forbidden since DLPack 1.2
     }
+    CheckLayout(view.ndim, view.shape, view.strides,
+                static_cast<int64_t>(c10::elementSize(dtype)));
   } catch (...) {
     CallManagedDeleter(managed);
     throw;
@@ -454,6 +494,8 @@ int ManagedTensorAllocator(DLTensor *prototype, DLManagedTensorVersioned **out, 
         CheckShape(*prototype);
         const c10::Device device = ToTorchDevice(prototype->device);
         const c10::ScalarType dtype = ToScalarType(prototype->dtype);
+        CheckLayout(prototype->ndim, prototype->shape, nullptr,
+                    static_cast<int64_t>(c10::elementSize(dtype)));
         at::Tensor tensor = at::empty(c10::IntArrayRef(prototype->shape, prototype->ndim),
                                       at::TensorOptions().dtype(dtype).device(device));
         *out = ExportManaged(tensor);
