@@ -20,6 +20,30 @@ static int usable(const char *path, uint64_t known_bad_ino) {
   return known_bad_ino == 0 || (uint64_t)st.st_ino != known_bad_ino;
 }
 
+typedef struct waiting_ctx {
+  const char *final_path;
+  void (*progress)(void *ctx, const char *line);
+  void *ctx;
+  double timeout_s;
+} waiting_ctx;
+
+/* Said once, so a user whose import seems stuck knows why. */
+static void say_waiting(void *p) {
+  const waiting_ctx *w = p;
+  if (!w->progress) return;
+  char line[4300];
+  if (w->timeout_s > 0)
+    snprintf(line, sizeof line,
+             "dlx: waiting for another build of %s (another process holds its lock; "
+             "giving up after %g s, DLX_BUILD_TIMEOUT)",
+             w->final_path, w->timeout_s);
+  else
+    snprintf(line, sizeof line,
+             "dlx: waiting for another build of %s (another process holds its lock)",
+             w->final_path);
+  w->progress(w->ctx, line);
+}
+
 int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64_t known_bad_ino,
                     void (*progress)(void *ctx, const char *line), void *ctx,
                     dlx_build_result *res, char *err, size_t errlen) {
@@ -33,7 +57,14 @@ int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64
     return -1;
   }
   dlx_lock lock;
-  if (dlx_lock_acquire(lock_path, &lock, err, errlen)) return -1;
+  waiting_ctx wctx = {final_path, progress, ctx, spec->timeout_s};
+  char why[4400];
+  if (dlx_lock_acquire_timeout(lock_path, spec->timeout_s, say_waiting, &wctx, &lock, why,
+                               sizeof why)) {
+    snprintf(err, errlen, "%s%s", why,
+             spec->timeout_s > 0 ? " (another build of that file; DLX_BUILD_TIMEOUT)" : "");
+    return -1;
+  }
   int rc = -1;
   char **argv = NULL;
   int argc = 0;
@@ -50,7 +81,17 @@ int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64
     snprintf(line, sizeof line, "dlx: building %s (one time; later imports load it)", final_path);
     progress(ctx, line);
   }
-  if (dlx_run_capture(argv, &res->output, &res->status, err, errlen)) goto done;
+  int timed_out = 0;
+  if (dlx_run_capture_timeout(argv, s.timeout_s, &res->output, &res->status, &timed_out, why,
+                              sizeof why)) {
+    if (timed_out)
+      snprintf(err, errlen, "the compiler timed out (DLX_BUILD_TIMEOUT=%g s): %s", s.timeout_s,
+               why);
+    else
+      snprintf(err, errlen, "%s", why);
+    unlink(temp);
+    goto done;
+  }
   if (res->status != 0) {
     snprintf(err, errlen, "compiler exited with status %d", res->status);
     unlink(temp);

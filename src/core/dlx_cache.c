@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Copies `s` without trailing slashes (keeping a lone "/"). */
@@ -136,6 +137,11 @@ int dlx_cache_file_trusted(const char *path, char *err, size_t errlen) {
 }
 
 int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t errlen) {
+  return dlx_lock_acquire_timeout(lock_path, 0, NULL, NULL, lock, err, errlen);
+}
+
+int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*waiting)(void *ctx),
+                             void *ctx, dlx_lock *lock, char *err, size_t errlen) {
   lock->fd = -1;
   int fd;
   do fd = open(lock_path, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -144,8 +150,37 @@ int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t er
     return dlx_set_err(err, errlen, "cannot open lock file '%s': %s", lock_path,
                    errno == ELOOP ? "it is a symlink" : strerror(errno));
   int rc;
-  do rc = flock(fd, LOCK_EX);
+  do rc = flock(fd, LOCK_EX | LOCK_NB);
   while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno == EWOULDBLOCK) {
+    if (waiting) waiting(ctx); /* once: the holder may take minutes */
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long nap_ms = 10;
+    for (;;) {
+      if (timeout_s <= 0) {
+        do rc = flock(fd, LOCK_EX);
+        while (rc != 0 && errno == EINTR);
+        break;
+      }
+      rc = flock(fd, LOCK_EX | LOCK_NB);
+      if (rc == 0 || (errno != EWOULDBLOCK && errno != EINTR)) break;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      double left = timeout_s - ((double)(now.tv_sec - t0.tv_sec) +
+                                 (double)(now.tv_nsec - t0.tv_nsec) / 1e9);
+      if (left <= 0) {
+        close(fd);
+        return dlx_set_err(err, errlen,
+                           "gave up after %g s waiting for '%s': another process still holds it",
+                           timeout_s, lock_path);
+      }
+      /* Polled, not blocked in flock: a blocking flock has no deadline. */
+      double nap = (double)nap_ms / 1000.0 < left ? (double)nap_ms / 1000.0 : left;
+      struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+      nanosleep(&ts, NULL);
+      if (nap_ms < 200) nap_ms *= 2;
+    }
+  }
   if (rc != 0) {
     int e = errno;
     close(fd);

@@ -34,6 +34,11 @@ typedef struct dlx_lock {
 int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t errlen);
 /* Unlocks and closes; safe to call twice. */
 void dlx_lock_release(dlx_lock *lock);
+/* The same with a deadline: when another process holds the lock, `waiting` (may be
+ * NULL) is called once, then the lock is retried until it is free or timeout_s
+ * seconds (> 0; <= 0 waits forever) have passed: -1 with err saying it gave up. */
+int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*waiting)(void *ctx),
+                             void *ctx, dlx_lock *lock, char *err, size_t errlen);
 
 /* "<final>.tmp.<pid>.<counter>": same folder (so rename is atomic), unique per
  * process and call. 0, or -1 if it does not fit. */

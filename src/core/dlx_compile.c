@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -27,6 +29,7 @@ static int words_push(words *w, const char *s, size_t len) {
     int cap = w->cap ? w->cap * 2 : 16;
     char **v = realloc(w->v, (size_t)cap * sizeof *v);
     if (!v) return -1;
+    v[w->n] = NULL; /* terminated even if the copy below fails */
     w->v = v;
     w->cap = cap;
   }
@@ -205,11 +208,12 @@ fail:
 
 /* Where execvp would look for `prog`, computed before fork: between fork and
  * exec in a threaded interpreter only async-signal-safe calls are allowed, so
- * the child must not allocate. NULL-terminated; NULL when out of memory. */
+ * the child must not allocate. NULL-terminated; NULL when out of memory (then
+ * nothing is left allocated: a partial list would search fewer folders). */
 static char **exec_candidates(const char *prog) {
   words w = {0};
   if (strchr(prog, '/')) {
-    if (words_push(&w, prog, strlen(prog)) != 0) return NULL;
+    if (words_push(&w, prog, strlen(prog)) != 0) goto oom;
     return w.v;
   }
   const char *path = getenv("PATH");
@@ -219,22 +223,62 @@ static char **exec_candidates(const char *prog) {
     const char *end = strchr(p, ':');
     size_t dlen = end ? (size_t)(end - p) : strlen(p);
     char *full = malloc(dlen + plen + 2);
-    if (!full) break;
+    if (!full) goto oom;
     /* an empty PATH entry means the current folder */
     int n = dlen ? snprintf(full, dlen + plen + 2, "%.*s/%s", (int)dlen, p, prog)
                  : snprintf(full, dlen + plen + 2, "%s", prog);
     int rc = words_push(&w, full, (size_t)n);
     free(full);
-    if (rc != 0 || !end) break;
+    if (rc != 0) goto oom;
+    if (!end) break;
     p = end;
   }
   return w.v;
+oom:
+  dlx_argv_free(w.v, w.n);
+  return NULL;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Milliseconds left before the deadline for poll(): -1 without one, 0 when passed. */
+static int ms_left(double timeout_s, const struct timespec *t0) {
+  if (timeout_s <= 0) return -1;
+  double left = timeout_s - seconds_since(t0);
+  if (left <= 0) return 0;
+  return left > 86400.0 ? 86400 * 1000 : (int)(left * 1000.0) + 1;
+}
+
+int dlx_build_timeout_parse(const char *value, double *seconds_out, char *err, size_t errlen) {
+  *seconds_out = DLX_BUILD_TIMEOUT_DEFAULT;
+  if (!value || !value[0]) return 0;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(value, &end);
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  /* strtod also reads "nan", "inf" and hex; only a finite positive number of seconds */
+  if (errno || end == value || !end || *end || !(v > 0) || v > 1e9)
+    return dlx_set_err(err, errlen,
+                       "DLX_BUILD_TIMEOUT must be a positive number of seconds, not '%s'", value);
+  *seconds_out = v;
+  return 0;
 }
 
 int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, char *err,
                     size_t errlen) {
+  return dlx_run_capture_timeout(argv, 0, output_out, exit_status_out, NULL, err, errlen);
+}
+
+int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_out,
+                            int *exit_status_out, int *timed_out_out, char *err,
+                            size_t errlen) {
   *output_out = NULL;
   *exit_status_out = -1;
+  if (timed_out_out) *timed_out_out = 0;
   if (!argv || !argv[0] || !argv[0][0]) return dlx_set_err(err, errlen, "run: no program given");
 
   /* Keep at most the last DLX_CAPTURE_CAP bytes: read into a window twice that
@@ -255,6 +299,8 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
     goto fail;
   }
 
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   /* fork + execve with a close-on-exec pipe carrying errno back: a failed exec
    * is reported as such on every libc and under valgrind (posix_spawnp reports
    * it only on some). */
@@ -264,7 +310,9 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
     goto fail;
   }
   if (pid == 0) {
-    /* child: async-signal-safe calls only */
+    /* child: async-signal-safe calls only. Its own process group, so a timeout
+     * kills the compiler's children (cc1plus, as, ld) with it. */
+    (void)setpgid(0, 0);
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) {
       int e = errno;
@@ -299,6 +347,9 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
     (void)!write(report[1], &e, sizeof e);
     _exit(127);
   }
+  /* Also from here, so the group exists before any kill (whichever runs first
+   * wins; EACCES after the child's exec is harmless). */
+  (void)setpgid(pid, pid);
   close(out[1]);
   close(report[1]);
   out[1] = report[1] = -1;
@@ -314,24 +365,54 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
   int started = r == 0; /* EOF: the exec closed the pipe */
   int have_errno = r == (ssize_t)sizeof exec_errno;
 
+  int timed_out = 0;
   for (;;) {
     if (len == cap) {
       memmove(buf, buf + (cap - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
       dropped += cap - DLX_CAPTURE_CAP;
       len = DLX_CAPTURE_CAP;
     }
+    int wait_ms = ms_left(timeout_s, &t0);
+    if (wait_ms == 0) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd pfd = {out[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) continue; /* the deadline is checked above */
+    if (pr < 0) break;
     r = read(out[0], buf + len, cap - len);
-    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (r <= 0) break; /* EOF; a read error only shortens the captured text */
     len += (size_t)r;
   }
   close(out[0]);
   out[0] = -1;
 
-  int status;
-  pid_t w;
-  do w = waitpid(pid, &status, 0);
-  while (w < 0 && errno == EINTR);
+  int status = 0;
+  pid_t w = 0;
+  /* The output closed; the program may still run (it closed its stdout, or a
+   * child of it holds it): keep to the same deadline. */
+  while (!timed_out && started) {
+    w = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (w < 0 && errno == EINTR) continue;
+    if (w != 0) break;
+    if (ms_left(timeout_s, &t0) == 0) {
+      timed_out = 1;
+      break;
+    }
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  if (timed_out) {
+    kill(-pid, SIGKILL); /* the whole group: the compiler and what it started */
+    kill(pid, SIGKILL);  /* in case it left the group */
+  }
+  if (timed_out || !started) {
+    do w = waitpid(pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+  }
   if (!started) {
     dlx_set_err(err, errlen, "cannot run '%s': %s", argv[0],
             have_errno ? strerror(exec_errno) : "exec failed");
@@ -341,7 +422,8 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
     dlx_set_err(err, errlen, "run '%s': waitpid: %s", argv[0], strerror(errno));
     goto fail;
   }
-  *exit_status_out = WIFEXITED(status)     ? WEXITSTATUS(status)
+  *exit_status_out = timed_out             ? -1
+                     : WIFEXITED(status)   ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : -1;
 
@@ -360,6 +442,12 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
   }
   buf[len] = '\0';
   *output_out = buf;
+  if (timed_out) {
+    if (timed_out_out) *timed_out_out = 1;
+    return dlx_set_err(err, errlen,
+                       "'%s' did not finish within %g s: killed it and its process group",
+                       argv[0], timeout_s);
+  }
   return 0;
 
 fail:

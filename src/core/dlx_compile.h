@@ -31,6 +31,7 @@ typedef struct dlx_compile_spec {
   size_t n_libs;
   const char *extra_cxxflags; /* DLX_CXXFLAGS, shell-split, NULL ok */
   const char *extra_ldflags;  /* DLX_LDFLAGS, shell-split, NULL ok */
+  double timeout_s; /* how long the build (and a wait for another's) may take; 0: forever */
 } dlx_compile_spec;
 
 /* The full argv, NULL-terminated: cxx words, -std=c++17 -O2 -fPIC -shared
@@ -49,8 +50,23 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
  * "[... N bytes dropped ...]" line, since a compiler's last words are the
  * useful ones. *exit_status_out: the exit code, or 128+signal when killed.
  * Returns 0 if it ran (whatever its status), -1 if it could not be started
- * (err names the program and why, e.g. not found). */
+ * (err names the program and why, e.g. not found). No deadline. */
 int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, char *err,
                     size_t errlen);
+
+/* dlx_run_capture with a deadline. The program runs in its own process group;
+ * when it has not exited timeout_s seconds (> 0; <= 0: no deadline) after it
+ * started, the whole group is killed (SIGKILL), *timed_out_out (may be NULL)
+ * is 1, *exit_status_out -1, *output_out holds what it wrote until then, and -1
+ * is returned with err saying it was killed. */
+int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_out,
+                            int *exit_status_out, int *timed_out_out, char *err,
+                            size_t errlen);
+
+/* DLX_BUILD_TIMEOUT: seconds every build dlx runs (and every wait for another
+ * process's build) may take. NULL or "" gives the default. 0, or -1 with err
+ * for anything but a finite positive number. */
+#define DLX_BUILD_TIMEOUT_DEFAULT 600.0
+int dlx_build_timeout_parse(const char *value, double *seconds_out, char *err, size_t errlen);
 
 #endif /* DLX_COMPILE_H_ */

@@ -169,13 +169,15 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
   const char **a = str_array(inc, &s.n_include_dirs), **b = str_array(def, &s.n_defines),
              **c = str_array(ldir, &s.n_lib_dirs), **d = str_array(lib, &s.n_libs);
   PyObject *r = NULL;
-  if (a && b && c && d) {
+  char err[1024];
+  if (dlx_build_timeout_parse(getenv("DLX_BUILD_TIMEOUT"), &s.timeout_s, err, sizeof err)) {
+    PyErr_SetString(PyExc_ValueError, err);
+  } else if (a && b && c && d) {
     s.include_dirs = a;
     s.defines = b;
     s.lib_dirs = c;
     s.libs = d;
     dlx_build_result res;
-    char err[1024];
     int rc;
     Py_BEGIN_ALLOW_THREADS /* compiling takes a while; other threads may run */
     rc = dlx_addon_build(final, &s, bad_ino, progress_to_stderr, NULL, &res, err, sizeof err);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,6 +267,81 @@ static void test_lock_basics(void **state) {
   assert_non_null(strstr(err, "no/such/dir.lock"));
 }
 
+static int waits;
+static void count_wait(void *ctx) {
+  (void)ctx;
+  ++waits;
+}
+
+static void test_lock_gives_up_at_the_deadline(void **state) {
+  (void)state;
+  const char *path = at("held.lock");
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* holds the lock until killed */
+    dlx_lock l;
+    char e[256];
+    if (dlx_lock_acquire(path, &l, e, sizeof e) != 0) _exit(2);
+    if (write(ready[1], "h", 1) != 1) _exit(3);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  dlx_lock l = {-1};
+  waits = 0;
+  double t0 = now();
+  int rc = dlx_lock_acquire_timeout(path, 0.5, count_wait, NULL, &l, err, sizeof err);
+  double took = now() - t0;
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+  assert_int_equal(rc, -1);
+  assert_int_equal(l.fd, -1);
+  assert_int_equal(waits, 1); /* said once, not once per retry */
+  assert_true(took >= 0.45 && took < 10);
+  assert_non_null(strstr(err, "gave up"));
+  assert_non_null(strstr(err, "held.lock"));
+  /* the holder is gone: free at once, and nobody is told to wait */
+  waits = 0;
+  assert_int_equal(dlx_lock_acquire_timeout(path, 0.5, count_wait, NULL, &l, err, sizeof err), 0);
+  assert_int_equal(waits, 0);
+  dlx_lock_release(&l);
+}
+
+static void test_lock_waits_for_a_release_within_the_deadline(void **state) {
+  (void)state;
+  const char *path = at("brief.lock");
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dlx_lock l;
+    char e[256];
+    if (dlx_lock_acquire(path, &l, e, sizeof e) != 0) _exit(2);
+    if (write(ready[1], "h", 1) != 1) _exit(3);
+    usleep(300 * 1000);
+    _exit(0); /* the lock dies with its holder */
+  }
+  close(ready[1]);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  dlx_lock l = {-1};
+  waits = 0;
+  assert_int_equal(dlx_lock_acquire_timeout(path, 30, count_wait, NULL, &l, err, sizeof err), 0);
+  assert_int_equal(waits, 1);
+  assert_true(l.fd >= 0);
+  dlx_lock_release(&l);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
 static void test_lock_blocks_other_process(void **state) {
   (void)state;
   const char *path = at("build.lock");
@@ -399,6 +475,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_trusted_refuses_foreign_owner, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_basics, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_blocks_other_process, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_gives_up_at_the_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_waits_for_a_release_within_the_deadline, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_temp_path, setup, teardown),
       cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
       cmocka_unit_test_setup_teardown(test_publish_failures, setup, teardown),

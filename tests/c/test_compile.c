@@ -6,7 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -297,6 +300,95 @@ static void test_run_capture_missing_program(void **state) {
   assert_non_null(strstr(err, "Permission denied"));
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Gone, or a zombie nobody reaped yet: either way no longer running. */
+static int process_gone(long pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return paren && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static void test_run_capture_timeout_kills_the_group(void **state) {
+  (void)state;
+  /* a "compiler" that starts a long child of its own and waits for it */
+  char *argv[] = {"/bin/sh", "-c", "sleep 300 & echo child=$!; echo started; wait", NULL};
+  char *out = NULL;
+  int status = 0, timed_out = 0;
+  double t0 = now_s();
+  int rc = dlx_run_capture_timeout(argv, 1.0, &out, &status, &timed_out, err, sizeof err);
+  double took = now_s() - t0;
+  assert_int_equal(rc, -1);
+  assert_int_equal(timed_out, 1);
+  assert_int_equal(status, -1);
+  assert_true(took >= 0.9 && took < 20);
+  assert_non_null(strstr(err, "/bin/sh"));
+  assert_non_null(strstr(err, "1 s"));
+  assert_non_null(strstr(err, "process group"));
+  assert_non_null(out); /* what it said before is kept */
+  assert_non_null(strstr(out, "started"));
+  long child = 0;
+  assert_int_equal(sscanf(strstr(out, "child="), "child=%ld", &child), 1);
+  free(out);
+  /* the grandchild was in the group: killed too (allow the kernel a moment) */
+  int gone = 0;
+  for (int i = 0; i < 200 && !(gone = process_gone(child)); ++i) usleep(10000);
+  if (!gone) kill((pid_t)child, SIGKILL);
+  assert_true(gone);
+}
+
+static void test_run_capture_timeout_after_output_closed(void **state) {
+  (void)state;
+  /* closes its output at once, then keeps running: the deadline still holds */
+  char *argv[] = {"/bin/sh", "-c", "exec >/dev/null 2>&1; sleep 300", NULL};
+  char *out = NULL;
+  int status = 0, timed_out = 0;
+  double t0 = now_s();
+  assert_int_equal(dlx_run_capture_timeout(argv, 0.5, &out, &status, &timed_out, err, sizeof err),
+                   -1);
+  assert_true(now_s() - t0 < 20);
+  assert_int_equal(timed_out, 1);
+  free(out);
+  /* in time: a normal run, status and output as without a deadline */
+  char *quick[] = {"/bin/sh", "-c", "echo fine; exit 5", NULL};
+  assert_int_equal(dlx_run_capture_timeout(quick, 30, &out, &status, &timed_out, err, sizeof err),
+                   0);
+  assert_int_equal(timed_out, 0);
+  assert_int_equal(status, 5);
+  assert_string_equal(out, "fine\n");
+  free(out);
+}
+
+static void test_build_timeout_parse(void **state) {
+  (void)state;
+  double t = 0;
+  assert_int_equal(dlx_build_timeout_parse(NULL, &t, err, sizeof err), 0);
+  assert_true(t == 600.0);
+  assert_int_equal(dlx_build_timeout_parse("", &t, err, sizeof err), 0);
+  assert_true(t == 600.0);
+  assert_int_equal(dlx_build_timeout_parse("2", &t, err, sizeof err), 0);
+  assert_true(t == 2.0);
+  assert_int_equal(dlx_build_timeout_parse("0.5 ", &t, err, sizeof err), 0);
+  assert_true(t == 0.5);
+  const char *bad[] = {"0", "-3", "abc", "10s", "nan", "inf", "1e99"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    err[0] = '\0';
+    assert_int_equal(dlx_build_timeout_parse(bad[i], &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "DLX_BUILD_TIMEOUT"));
+    assert_non_null(strstr(err, bad[i]));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_plain),
@@ -309,6 +401,9 @@ int main(void) {
       cmocka_unit_test(test_run_capture_keeps_tail),
       cmocka_unit_test(test_run_capture_closes_other_fds),
       cmocka_unit_test(test_run_capture_missing_program),
+      cmocka_unit_test(test_run_capture_timeout_kills_the_group),
+      cmocka_unit_test(test_run_capture_timeout_after_output_closed),
+      cmocka_unit_test(test_build_timeout_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
