@@ -141,26 +141,23 @@ def ensure_addon(backend, output_dir=None, torch=None):
     Returns (path, identity, table capsule)."""
     spec = build_spec(backend, torch)
     ident, name = identity(spec, torch)
-    if output_dir:
-        os.makedirs(output_dir, exist_ok=True)
-        folder = output_dir
-    else:
-        folder = cache_dir()
-        _core.ensure_dir(folder)
+    folder = output_dir or cache_dir()
+    # Created 0700 when missing; refused (PermissionError naming the folder) when it,
+    # or a folder above it, could be written by another user.
+    _core.ensure_dir(folder)
     path = os.path.join(folder, name)
     bad_inode = 0
-    if _core.file_trusted(path)[0] == 1:
-        try:
-            return path, ident, _core.load_addon(path, ident)
-        except ImportError:  # truncated, corrupt or foreign: rebuild that very file
-            bad_inode = _core.file_inode(path)
+    try:
+        # checked and loaded through one descriptor: what loads is what was checked
+        return path, ident, _core.load_addon(path, ident)
+    except FileNotFoundError:
+        pass
+    except ImportError:  # untrusted, truncated, corrupt or foreign: rebuild that very file
+        bad_inode = _core.file_inode(path)
     defines = spec.defines + [f'DLX_ADDON_IDENTITY="{ident}"']
     _core.build_addon(path, spec.cxx, ADDON_SOURCE, tuple(spec.includes), tuple(defines),
                       tuple(spec.lib_dirs), tuple(spec.libs), spec.cxxflags, spec.ldflags,
                       bad_inode)
-    status, why = _core.file_trusted(path)
-    if status != 1:
-        raise PermissionError(f"refusing to load {path}: {why}")
     return path, ident, _core.load_addon(path, ident)
 
 

@@ -1,6 +1,7 @@
 /* dlx_addon_build.c - lock, check, compile to a temp file, publish atomically. */
 #include "dlx_addon_build.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +11,30 @@
 #include "dlx_cache.h"
 #include "dlx_seal.h"
 
-/* A trusted, whole file is there and it is not the one the caller failed to load. */
+/* A trusted, whole file is there and it is not the one the caller failed to load:
+ * the loader's own check (dlx_cache_open_trusted), on the file's descriptor. */
 static int usable(const char *path, uint64_t known_bad_ino) {
-  char why[256];
+  char folder[4096], why[512];
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  size_t len = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+  if (len >= sizeof folder) return 0;
+  if (len) {
+    memcpy(folder, path, len);
+    folder[len] = '\0';
+  } else {
+    snprintf(folder, sizeof folder, ".");
+  }
+  int dirfd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return 0;
+  int fd = -1;
+  int trusted = dlx_cache_open_trusted(dirfd, name, &fd, why, sizeof why);
+  close(dirfd);
+  if (trusted != 1) return 0;
   struct stat st;
-  if (dlx_cache_file_trusted(path, why, sizeof why) != 1 || lstat(path, &st) != 0 ||
-      dlx_seal_check(path, why, sizeof why) != 1)
-    return 0;
-  return known_bad_ino == 0 || (uint64_t)st.st_ino != known_bad_ino;
+  int ok = fstat(fd, &st) == 0 && (known_bad_ino == 0 || (uint64_t)st.st_ino != known_bad_ino);
+  close(fd);
+  return ok;
 }
 
 typedef struct waiting_ctx {

@@ -1,9 +1,12 @@
 /* dlx_seal.c - seal and check a library's digest trailer. */
 #include "dlx_seal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlx_identity.h"
 
@@ -47,21 +50,51 @@ int dlx_seal_file(const char *path, char *err, size_t errlen) {
   return ok ? 0 : -1;
 }
 
+int dlx_seal_verify(const unsigned char *buf, size_t n, char *err, size_t errlen) {
+  if (n < TRAILER_LEN || memcmp(buf + n - TRAILER_LEN, MAGIC, MAGIC_LEN) != 0) {
+    snprintf(err, errlen, "carries no seal (truncated, or not built by dlx)");
+    return 0;
+  }
+  char hex[65];
+  dlx_digest_hex(buf, n - TRAILER_LEN, hex);
+  if (memcmp(hex, buf + n - 64, 64) != 0) {
+    snprintf(err, errlen, "does not match its seal (corrupt)");
+    return 0;
+  }
+  return 1;
+}
+
 int dlx_seal_check(const char *path, char *err, size_t errlen) {
   size_t n;
   unsigned char *buf = slurp(path, &n, err, errlen);
   if (!buf) return -1;
-  int rc = 0;
-  if (n < TRAILER_LEN || memcmp(buf + n - TRAILER_LEN, MAGIC, MAGIC_LEN) != 0) {
-    snprintf(err, errlen, "%s carries no seal (truncated, or not built by dlx)", path);
-  } else {
-    char hex[65];
-    dlx_digest_hex(buf, n - TRAILER_LEN, hex);
-    if (memcmp(hex, buf + n - 64, 64) != 0)
-      snprintf(err, errlen, "%s does not match its seal (corrupt)", path);
-    else
-      rc = 1;
+  char why[128];
+  int rc = dlx_seal_verify(buf, n, why, sizeof why);
+  if (rc != 1) snprintf(err, errlen, "%s %s", path, why);
+  free(buf);
+  return rc;
+}
+
+int dlx_seal_check_fd(int fd, char *err, size_t errlen) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0) {
+    snprintf(err, errlen, "cannot stat it: %s", strerror(errno));
+    return -1;
   }
+  size_t n = (size_t)st.st_size, got = 0;
+  unsigned char *buf = malloc(n + 1);
+  if (!buf) {
+    snprintf(err, errlen, "out of memory reading it");
+    return -1;
+  }
+  while (got < n) {
+    ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  int rc = got == n ? dlx_seal_verify(buf, n, err, errlen) : -1;
+  if (got != n) snprintf(err, errlen, "cannot read it (%zu of %zu bytes)", got, n);
   free(buf);
   return rc;
 }

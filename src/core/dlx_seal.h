@@ -18,4 +18,10 @@ int dlx_seal_file(const char *path, char *err, size_t errlen);
  * truncated, corrupt: `err` says which); -1 when it cannot be read. */
 int dlx_seal_check(const char *path, char *err, size_t errlen);
 
+/* dlx_seal_check of the file open as `fd` (read with pread: its offset is kept). */
+int dlx_seal_check_fd(int fd, char *err, size_t errlen);
+
+/* The check itself, on the file's bytes in memory: 1 valid, 0 not (err says why). */
+int dlx_seal_verify(const unsigned char *data, size_t n, char *err, size_t errlen);
+
 #endif /* DLX_SEAL_H_ */

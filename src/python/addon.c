@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlx_py.h"
 
@@ -196,21 +197,50 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
   return r;
 }
 
-/* load_addon(path, identity) -> table capsule. ImportError when the file cannot be
- * loaded or was built for another identity: the caller rebuilds. */
+/* Splits `path` into its folder (out, "." when none) and returns its last name. */
+static const char *split_path(const char *path, char *folder, size_t n) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(folder, n, ".");
+    return path;
+  }
+  size_t len = slash == path ? 1 : (size_t)(slash - path);
+  snprintf(folder, n, "%.*s", (int)(len < n ? len : n - 1), path);
+  return slash + 1;
+}
+
+/* load_addon(path, identity) -> table capsule. The folder is checked (with the
+ * folders above it), the file opened without following links and checked (owner,
+ * mode, seal) on that descriptor, and the library loaded through the descriptor, so
+ * what runs is what was checked. PermissionError: the folder is refused.
+ * FileNotFoundError: no file there. ImportError: refused, corrupt, unloadable or
+ * built for another identity: the caller rebuilds. */
 static PyObject *load_addon(PyObject *self, PyObject *args) {
   (void)self;
   const char *path, *want;
   if (!PyArg_ParseTuple(args, "ss", &path, &want)) return NULL;
-  char why[512];
-  if (dlx_seal_check(path, why, sizeof why) != 1) { /* never map a broken file */
+  char folder[4096], why[1024];
+  const char *name = split_path(path, folder, sizeof folder);
+  int dirfd = dlx_cache_dir_open(folder, 0, why, sizeof why);
+  if (dirfd < 0) {
+    PyErr_Format(PyExc_PermissionError, "cannot load %s: %s", path, why);
+    return NULL;
+  }
+  int fd = -1;
+  int trusted = dlx_cache_open_trusted(dirfd, name, &fd, why, sizeof why);
+  close(dirfd);
+  if (trusted == 0) {
+    PyErr_Format(PyExc_FileNotFoundError, "no addon library at %s", path);
+    return NULL;
+  }
+  if (trusted < 0) { /* never map a file that failed its checks */
     PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, why);
     return NULL;
   }
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlx_cache_dlopen(&fd, RTLD_NOW | RTLD_LOCAL, why, sizeof why);
   if (!h) {
-    const char *e = dlerror();
-    PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, e ? e : "unknown error");
+    PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, why);
+    close(fd);
     return NULL;
   }
   const char *(*identity)(void) = (const char *(*)(void))dlsym(h, "dlx_addon_identity");
@@ -221,8 +251,11 @@ static PyObject *load_addon(PyObject *self, PyObject *args) {
     PyErr_Format(PyExc_ImportError, "%s is not the addon for this setup (identity %s, wanted %s)",
                  path, have ? have : "missing", want);
     dlclose(h); /* unused: unloading lets a rebuilt file at the same path load */
+    close(fd);
     return NULL;
   }
+  /* From here the library stays loaded, and `fd` stays open with it: the loader knows
+   * it as /proc/self/fd/N, a name that must not come back for another file. */
   /* A table for a device it was not compiled for asks dlx's runtime providers. */
   void (*set_fallback)(int (*)(DLDeviceType, int32_t, void **)) =
       (void (*)(int (*)(DLDeviceType, int32_t, void **)))dlsym(h, "dlx_addon_set_stream_fallback");

@@ -1,6 +1,7 @@
 /* test_cache.c - cache folder resolution and checks, trust of cached files,
  * locking across processes, temp names and atomic publishing. Real files in a
  * fresh mkdtemp folder under /tmp. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include "dlx_cache.h"
+#include "dlx_seal.h"
 
 static char root[256];
 static char err[1024];
@@ -227,6 +229,173 @@ static void test_trusted_refuses_foreign_owner(void **state) {
   assert_int_equal(chmod(at("theirs.so"), 0755), 0); /* chown may clear bits; restore */
   assert_int_equal(dlx_cache_file_trusted(at("theirs.so"), err, sizeof err), -1);
   assert_non_null(strstr(err, "owned by uid 65534"));
+}
+
+/* ---- folders above the cache (StrictModes) ------------------------------------ */
+
+static void test_dir_open_checks_the_folders_above(void **state) {
+  (void)state;
+  int fd = dlx_cache_dir_open(at("fine/cache"), 1, err, sizeof err);
+  assert_true(fd >= 0);
+  assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  struct stat a, b;
+  assert_int_equal(fstat(fd, &a), 0);
+  assert_int_equal(stat(at("fine/cache"), &b), 0);
+  assert_true(a.st_ino == b.st_ino && S_ISDIR(a.st_mode));
+  close(fd);
+
+  /* writable by others, no sticky bit: anyone could rename our folder away */
+  assert_int_equal(mkdir(at("ww"), 0700), 0);
+  assert_int_equal(chmod(at("ww"), 0777), 0);
+  assert_int_equal(dlx_cache_dir_open(at("ww/cache"), 1, err, sizeof err), -1);
+  assert_non_null(strstr(err, at("ww")));
+  assert_non_null(strstr(err, "sticky"));
+  assert_null(strstr(err, at("ww/cache"))); /* names the folder at fault */
+  assert_int_equal(dlx_cache_dir_ensure(at("ww/cache"), err, sizeof err), -1);
+  /* deeper down, the same folder is still at fault */
+  assert_int_equal(dlx_cache_dir_open(at("ww/cache/sub/dlx"), 1, err, sizeof err), -1);
+  assert_non_null(strstr(err, at("ww")));
+  /* the sticky bit, as on /tmp: others cannot rename what is ours */
+  assert_int_equal(chmod(at("ww"), 01777), 0);
+  fd = dlx_cache_dir_open(at("ww/cache"), 1, err, sizeof err);
+  assert_true(fd >= 0);
+  close(fd);
+
+  /* writable by its group, no sticky bit */
+  assert_int_equal(mkdir(at("gw"), 0700), 0);
+  assert_int_equal(chmod(at("gw"), 0770), 0);
+  assert_int_equal(dlx_cache_dir_open(at("gw/cache"), 1, err, sizeof err), -1);
+  assert_non_null(strstr(err, "its group"));
+  assert_non_null(strstr(err, at("gw")));
+
+  /* a link above the folder is resolved, then the real folders are checked */
+  assert_int_equal(symlink(at("ww"), at("via")), 0);
+  fd = dlx_cache_dir_open(at("via/cache"), 0, err, sizeof err);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(chmod(at("ww"), 0777), 0);
+  assert_int_equal(dlx_cache_dir_open(at("via/cache"), 0, err, sizeof err), -1);
+  assert_non_null(strstr(err, at("ww")));
+
+  /* missing and not to be created */
+  assert_int_equal(dlx_cache_dir_open(at("nothing/here"), 0, err, sizeof err), -1);
+  assert_non_null(strstr(err, "nothing/here"));
+}
+
+static void test_dir_open_refuses_a_foreign_folder_above(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* only root can hand a folder to another uid */
+  assert_int_equal(mkdir(at("theirs"), 0755), 0);
+  assert_int_equal(mkdir(at("theirs/mine"), 0700), 0);
+  assert_int_equal(chown(at("theirs"), 65534, 65534), 0);
+  assert_int_equal(chmod(at("theirs"), 0755), 0);
+  /* not writable by anyone else, but its owner may chmod it and swap our folder */
+  assert_int_equal(dlx_cache_dir_open(at("theirs/mine"), 0, err, sizeof err), -1);
+  assert_non_null(strstr(err, "owned by uid 65534"));
+  assert_non_null(strstr(err, at("theirs")));
+  /* a folder owned by another user with the sticky bit is still theirs to chmod */
+  assert_int_equal(chmod(at("theirs"), 01777), 0);
+  assert_int_equal(dlx_cache_dir_open(at("theirs/mine"), 0, err, sizeof err), -1);
+  assert_non_null(strstr(err, "owned by uid 65534"));
+}
+
+/* ---- open a cached library by descriptor ---------------------------------------- */
+
+static void copy_file(const char *from, const char *to, mode_t mode) {
+  int in = open(from, O_RDONLY);
+  assert_true(in >= 0);
+  struct stat st;
+  assert_int_equal(fstat(in, &st), 0);
+  char *data = malloc((size_t)st.st_size);
+  assert_non_null(data);
+  assert_int_equal(read(in, data, (size_t)st.st_size), (ssize_t)st.st_size);
+  close(in);
+  write_file(to, data, (size_t)st.st_size, mode);
+  free(data);
+}
+
+static void sealed_copy(const char *from, const char *to) {
+  copy_file(from, to, 0600);
+  assert_int_equal(dlx_seal_file(to, err, sizeof err), 0);
+  assert_int_equal(chmod(to, 0755), 0);
+}
+
+static void test_open_trusted_loads_what_was_checked(void **state) {
+  (void)state;
+  int dirfd = dlx_cache_dir_open(at("c"), 1, err, sizeof err);
+  assert_true(dirfd >= 0);
+  sealed_copy(DLX_BINARY_DIR "/kernels/test_kernels.so", at("c/lib.so"));
+  sealed_copy(DLX_BINARY_DIR "/examples/saxpy.so", at("other.so"));
+  int fd = -1;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "lib.so", &fd, err, sizeof err), 1);
+  assert_true(fd >= 0);
+  assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  /* between the check and the load, the name is made to point at another library */
+  assert_int_equal(rename(at("other.so"), at("c/lib.so")), 0);
+  void *h = dlx_cache_dlopen(&fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+  assert_non_null(h);
+  assert_non_null(dlsym(h, "dlx_kernel__noop"));   /* the library that was checked */
+  assert_null(dlsym(h, "dlx_kernel__saxpy"));      /* not the one swapped in */
+
+  /* The first stays loaded while its descriptor is closed: the next file opened gets
+   * that number, hence the same /proc/self/fd name, yet its own library must load. */
+  int old_fd = fd;
+  close(fd);
+  fd = -1;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "lib.so", &fd, err, sizeof err), 1);
+  assert_int_equal(fd, old_fd);
+  void *h2 = dlx_cache_dlopen(&fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+  assert_non_null(h2);
+  assert_true(h2 != h);
+  assert_non_null(dlsym(h2, "dlx_kernel__saxpy")); /* now lib.so is saxpy's */
+  assert_true(fd != old_fd);
+  assert_int_equal(fcntl(old_fd, F_GETFD), -1); /* the number it left is closed */
+  dlclose(h2);
+  dlclose(h);
+  close(fd);
+  close(dirfd);
+}
+
+static void test_open_trusted_refuses(void **state) {
+  (void)state;
+  int dirfd = dlx_cache_dir_open(at("c"), 1, err, sizeof err);
+  assert_true(dirfd >= 0);
+  int fd = 7;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "missing.so", &fd, err, sizeof err), 0);
+  assert_int_equal(fd, -1);
+
+  sealed_copy("/bin/true", at("c/good.so"));
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "good.so", &fd, err, sizeof err), 1);
+  close(fd);
+
+  assert_int_equal(symlink(at("c/good.so"), at("c/link.so")), 0);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "link.so", &fd, err, sizeof err), -1);
+  assert_non_null(strstr(err, "symlink"));
+  assert_int_equal(fd, -1);
+
+  copy_elf(at("c/unsealed.so"), 0755);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "unsealed.so", &fd, err, sizeof err), -1);
+  assert_non_null(strstr(err, "seal"));
+
+  sealed_copy("/bin/true", at("c/gw.so"));
+  assert_int_equal(chmod(at("c/gw.so"), 0775), 0);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "gw.so", &fd, err, sizeof err), -1);
+  assert_non_null(strstr(err, "writable by group or others"));
+
+  sealed_copy("/bin/true", at("c/cut.so"));
+  assert_int_equal(truncate(at("c/cut.so"), 4000), 0);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "cut.so", &fd, err, sizeof err), -1);
+  assert_non_null(strstr(err, "seal"));
+
+  /* a FIFO must neither block nor pass */
+  assert_int_equal(mkfifo(at("c/fifo.so"), 0600), 0);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "fifo.so", &fd, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file"));
+
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "../c/good.so", &fd, err, sizeof err), -1);
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "..", &fd, err, sizeof err), -1);
+  assert_int_equal(fd, -1);
+  close(dirfd);
 }
 
 /* ---- locks ------------------------------------------------------------------ */
@@ -473,6 +642,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ensure_refuses_foreign_owner, setup, teardown),
       cmocka_unit_test_setup_teardown(test_trusted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_trusted_refuses_foreign_owner, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dir_open_checks_the_folders_above, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dir_open_refuses_a_foreign_folder_above, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_open_trusted_loads_what_was_checked, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_open_trusted_refuses, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_basics, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_blocks_other_process, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_gives_up_at_the_deadline, setup, teardown),

@@ -469,3 +469,54 @@ def test_complex32_maps_to_dlpack_complex32_both_ways(record, kernels):
     assert back.dtype == torch.complex32 and back.data_ptr() == t.data_ptr()
     r = kernels.new_tensor(5, 32, 2, 3, t)  # allocator
     assert isinstance(r, torch.Tensor) and r.dtype == torch.complex32 and r.shape == (2, 3)
+
+
+# ---- the folders above the cache (issue 7, item 21) ----
+
+def test_cache_under_a_folder_others_can_write_is_refused(record, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    _copy_into(record, shared / "c")
+    os.chmod(shared, 0o777)  # anyone could rename c away and put their own in its place
+    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(shared / "c")},
+                   check=False)
+    assert r.returncode != 0 and "PermissionError" in r.stderr, r.stderr[-2000:]
+    assert f"'{shared}'" in r.stderr and "sticky" in r.stderr
+    assert "dlx: building" not in r.stderr
+    with pytest.raises(PermissionError, match="sticky"):
+        dlx._core.load_addon(str(shared / "c" / os.path.basename(record.path)), record.identity)
+    os.chmod(shared, 0o1777)  # as /tmp: the sticky bit keeps others from renaming c
+    out = _install_from(shared / "c")
+    assert out.stdout.strip() == str(shared / "c" / os.path.basename(record.path))
+    assert "dlx: building" not in out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand a folder to another uid")
+def test_cache_under_another_users_folder_is_refused(record, tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    _copy_into(record, theirs / "c")
+    os.chown(theirs, 65534, 65534)
+    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(theirs / "c")},
+                   check=False)
+    assert r.returncode != 0 and "PermissionError" in r.stderr
+    assert f"'{theirs}'" in r.stderr and "owned by uid 65534" in r.stderr
+
+
+def test_loaded_addon_is_the_checked_file(record):
+    """The addon is loaded through the descriptor that was checked (the dynamic loader
+    knows it as /proc/self/fd/N), and that descriptor is the sealed file's inode."""
+    out = run_python(
+        "import ctypes, os, dlx.torch as dt\n"
+        "r = dt.install()\n"
+        "class Info(ctypes.Structure):\n"
+        "    _fields_ = [('addr', ctypes.c_void_p), ('name', ctypes.c_char_p)]\n"
+        "names = []\n"
+        "CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Info), ctypes.c_size_t, ctypes.c_void_p)\n"
+        "cb = CB(lambda info, size, data: names.append(info.contents.name or b'') or 0)\n"
+        "ctypes.CDLL(None).dl_iterate_phdr(cb, None)\n"
+        "names = [n.decode() for n in names]\n"
+        "via = [n for n in names if n.startswith('/proc/self/fd/')]\n"
+        "same = [os.stat(n).st_ino == os.stat(r.path).st_ino for n in via]\n"
+        "print(len(via), all(same), r.path in names)\n")
+    assert out.stdout.split() == ["1", "True", "False"], out.stdout
