@@ -1,5 +1,6 @@
 """dlx: call native kernels with tensors from any Python framework, zero-copy, on the
-caller's current stream. See README.md; the public names are in docs/interface."""
+caller's current stream. User guide: docs/guide.md; the public names are in
+docs/interface.md."""
 import os as _os
 
 from . import _core
@@ -29,9 +30,41 @@ def _torch_autosetup():
 _core.register_lazy_setup("torch", "Tensor", _torch_autosetup)
 
 
+def __getattr__(name):
+    """`dlx.torch` after a plain `import dlx`: imported on first use, so that importing
+    dlx never imports torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _here(*parts):
+    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), *parts)
+
+
 def include_dir():
     """The folder holding dlx/dlx.h and dlx/dlpack.h, for `cc -I`."""
-    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+    return _here("include")
+
+
+def cmake_dir():
+    """The folder holding dlxConfig.cmake: put it on CMAKE_PREFIX_PATH (or pass it as dlx_DIR)
+    for find_package(dlx CONFIG)."""
+    return _here("share", "cmake", "dlx")
+
+
+def pkgconfig_dir():
+    """The folder holding dlx.pc: put it on PKG_CONFIG_PATH for `pkg-config --cflags dlx`."""
+    return _here("share", "pkgconfig")
+
+
+def cflags():
+    """The compiler flags a kernel library needs (the same as `pkg-config --cflags dlx`)."""
+    import shlex
+
+    return shlex.join(["-I" + include_dir()])
 
 
 _loaded = {}  # absolute path -> (st_dev, st_ino, st_mtime_ns, st_size) when first loaded

@@ -1,4 +1,5 @@
-"""python -m dlx: --include-dir | doctor | build-addon | cache list|clean | bench"""
+"""python -m dlx: --include-dir | --cflags | --cmake-dir | --pkgconfig-dir | doctor |
+build-addon | cache list|clean | bench"""
 import glob
 import os
 import shlex
@@ -7,6 +8,9 @@ import sys
 
 USAGE = """usage: python -m dlx COMMAND
   --include-dir      print the folder to pass to the compiler with -I
+  --cflags           print the compiler flags for a kernel library (as pkg-config --cflags dlx)
+  --cmake-dir        print the folder to put on CMAKE_PREFIX_PATH for find_package(dlx)
+  --pkgconfig-dir    print the folder to put on PKG_CONFIG_PATH for pkg-config dlx
   doctor             what dlx found and chose, and why
   build-addon        build the torch addon: [--backend cpu|cuda|rocm|torch_npu |
                      --build-with-cuda | --build-with-rocm | --build-with-torch-npu |
@@ -144,10 +148,14 @@ def doctor():
 def main(argv=None, platform=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd, rest = (argv[0], argv[1:]) if argv else (None, [])
-    if cmd == "--include-dir":
-        from . import include_dir
+    paths = {"--include-dir": "include_dir", "--cflags": "cflags", "--cmake-dir": "cmake_dir",
+             "--pkgconfig-dir": "pkgconfig_dir"}
+    if cmd in paths:
+        if rest:
+            return _err(f"{cmd} takes no arguments")
+        import dlx
 
-        print(include_dir())
+        print(getattr(dlx, paths[cmd])())
         return 0
     if cmd == "build-addon":
         return build_addon(rest, platform)

@@ -3,7 +3,7 @@ machine has.
 
 Facts are gathered here, at the edge; the decisions (backend, addon identity and file
 name, cache trust, locking, compiling) are made in C in src/core and reached through
-dlx._core. See docs/torch.md.
+dlx._core. User guide: docs/torch.md.
 """
 import collections
 import importlib.util

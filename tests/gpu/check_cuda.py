@@ -55,5 +55,22 @@ print(f"dlx noop kernel, 3 CUDA tensors: {ns(lib.noop, a, b, c):.0f} ns per call
 print(f"dlx noop kernel, 3 ints:         {ns(lib.noop, 1, 2, 3):.0f} ns per call")
 print(f"torch.utils.dlpack.to_dlpack x3: {ns(lambda p, q, r: (torch.utils.dlpack.to_dlpack(p), torch.utils.dlpack.to_dlpack(q), torch.utils.dlpack.to_dlpack(r)), a, b, c, n=50_000):.0f} ns per call")
 print(f"torch a.add_(0) (torch's own launch path): {ns(a.add_, 0, n=50_000):.0f} ns per call")
+if len(sys.argv) > 2:  # examples/saxpy_cuda.cu: the user-facing example, on a side stream
+    ex = dlx.load(sys.argv[2])
+    xs = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+    ys = torch.empty_like(xs)
+    s2 = torch.cuda.Stream()
+    with torch.cuda.stream(s2):
+        for _ in range(4):
+            big = big @ big / 4096
+        ys.fill_(1.0)
+        ex.saxpy_cuda(xs, ys, 2.0)          # ordered after fill_ on s2
+        good = bool(torch.equal(ys, 2 * xs + 1))
+        zs = torch.ones(1 << 20, device="cuda")[::2]  # strided operands
+        ex.saxpy_cuda(xs[::2], zs, 1.0)
+        good &= bool(torch.equal(zs, xs[::2] + 1))
+    s2.synchronize()
+    print(f"examples/saxpy_cuda on a side stream without synchronising: {good}")
+    ok &= good
 print("OK" if ok else "FAILED")
 sys.exit(0 if ok else 1)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA check of the streams issue, for a machine with a GPU, nvcc and a torch that has
 # its own exchange table (not run in CI). Builds dlx with plain compiler calls (no apt,
-# no cmake needed), compiles tests/gpu/stream_kernels.cu with nvcc, runs check_cuda.py.
+# no cmake needed), compiles tests/gpu/stream_kernels.cu and examples/saxpy_cuda.cu with nvcc,
+# runs check_cuda.py.
 # Usage: bash tests/gpu/run.sh [python]   (default: python3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,4 +20,7 @@ cp python/dlx/*.py "$PKG/"
 cp include/dlx/*.h "$PKG/include/dlx/"
 cp src/addons/torch/* "$PKG/addon/"
 nvcc -O2 -shared -Xcompiler -fPIC -Iinclude tests/gpu/stream_kernels.cu -o "$OUT/k/stream_kernels.so"
-DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cuda.py "$OUT/k/stream_kernels.so"
+nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude examples/saxpy_cuda.cu \
+  -o "$OUT/k/saxpy_cuda.so"
+DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cuda.py \
+  "$OUT/k/stream_kernels.so" "$OUT/k/saxpy_cuda.so"
