@@ -127,6 +127,12 @@ def doctor():
                 print(f"  streams: {_stream_source(rec)}")
             except Exception as e:
                 print(f"table: could not be installed — {type(e).__name__}: {e}")
+                missing = _core.missing_header(str(e))
+                if missing:
+                    header, package = missing
+                    if package and " " not in package:
+                        package = f"install the Debian package {package} (apt-get install {package})"
+                    print(f"  missing header: {header}" + (f" — {package}" if package else ""))
     info = _core.provider_info()
     print(f"stream providers (active backend {info['active']}, {info['calls']} calls so far):")
     for backend, where in info["providers"].items():

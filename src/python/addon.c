@@ -16,6 +16,7 @@
 #include "dlx_backend.h"
 #include "dlx_build_args.h"
 #include "dlx_cache.h"
+#include "dlx_hint.h"
 #include "dlx_identity.h"
 #include "dlx_seal.h"
 
@@ -155,6 +156,32 @@ static void progress_to_stderr(void *ctx, const char *line) {
   fflush(stderr);
 }
 
+/* " (missing header X: install the Debian package P)" when the compiler output says a
+ * header was not found, else "": a fresh machine's usual failure, made actionable. */
+static void header_hint(const char *output, char *hint, size_t len) {
+  char header[256];
+  hint[0] = '\0';
+  if (!dlx_missing_header(output, header, sizeof header)) return;
+  const char *pkg = dlx_header_package(header);
+  if (pkg && !strchr(pkg, ' ')) /* a package name; longer entries are advice */
+    snprintf(hint, len, " (missing header %s: install the Debian package %s)", header, pkg);
+  else if (pkg)
+    snprintf(hint, len, " (missing header %s: %s)", header, pkg);
+  else
+    snprintf(hint, len, " (missing header %s)", header);
+}
+
+/* missing_header(compiler_output) -> (header, package or None), or None */
+static PyObject *missing_header(PyObject *self, PyObject *arg) {
+  (void)self;
+  const char *text = PyUnicode_AsUTF8(arg);
+  if (!text) return NULL;
+  char header[256];
+  if (!dlx_missing_header(text, header, sizeof header)) Py_RETURN_NONE;
+  const char *pkg = dlx_header_package(header);
+  return Py_BuildValue("(sz)", header, pkg);
+}
+
 /* build_addon(final, cxx, source, includes, defines, lib_dirs, libs, cxxflags, ldflags,
  *             known_bad_ino) -> True when this call compiled it */
 static PyObject *build_addon(PyObject *self, PyObject *args) {
@@ -183,9 +210,12 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS /* compiling takes a while; other threads may run */
     rc = dlx_addon_build(final, &s, bad_ino, progress_to_stderr, NULL, &res, err, sizeof err);
     Py_END_ALLOW_THREADS
-    if (rc)
-      PyErr_Format(PyExc_RuntimeError, "building the torch addon %s failed: %s\n%s", final, err,
-                   res.output ? res.output : "");
+    if (rc) {
+      char hint[512];
+      header_hint(res.output, hint, sizeof hint);
+      PyErr_Format(PyExc_RuntimeError, "building the torch addon %s failed: %s%s\n%s", final, err,
+                   hint, res.output ? res.output : "");
+    }
     else
       r = PyBool_FromLong(res.built);
     free(res.output);
@@ -305,6 +335,7 @@ static PyMethodDef addon_methods[] = {
     {"file_trusted", file_trusted, METH_O, NULL},
     {"file_inode", file_inode, METH_O, NULL},
     {"build_addon", build_addon, METH_VARARGS, NULL},
+    {"missing_header", missing_header, METH_O, NULL},
     {"load_addon", load_addon, METH_VARARGS, NULL},
     {"device_rows", device_rows, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
