@@ -6,9 +6,9 @@
 
 #include <string.h>
 
-/* Copy [start, end) into out[len]; 1 when something was copied. */
+/* Copy [start, end) into out[len]; 1 when at least one character was copied. */
 static int copy_span(const char *start, const char *end, char *out, size_t len) {
-  if (end <= start || !out || len == 0) return 0;
+  if (end <= start || !out || len < 2) return 0;
   size_t n = (size_t)(end - start);
   if (n >= len) n = len - 1;
   memcpy(out, start, n);

@@ -7,7 +7,7 @@
 /* The header a compile failed for, from the compiler's output: the first
  * "fatal error: X: No such file or directory" (gcc) or "fatal error: 'X' file not found"
  * (clang). Copies X into header[len] (truncated, NUL-terminated) and returns 1; 0 when the
- * output names no missing header (or output is NULL). */
+ * output names no missing header, output is NULL or len < 2 (no room for a name). */
 int dlx_missing_header(const char *output, char *header, size_t len);
 
 /* The Debian package that provides a well-known header (as written in the #include:

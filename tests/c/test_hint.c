@@ -52,6 +52,10 @@ static void test_first_missing_header_wins_and_is_truncated(void **state) {
                     "b.c:1: fatal error: Python.h: No such file or directory\n";
   assert_int_equal(dlx_missing_header(out, h, sizeof h), 1);
   assert_string_equal(h, "torch/e");
+  /* no room for a name: nothing found rather than an empty one */
+  char one[1] = {'z'};
+  assert_int_equal(dlx_missing_header(out, one, sizeof one), 0);
+  assert_int_equal(one[0], 'z');
 }
 
 static void test_packages_for_well_known_headers(void **state) {
