@@ -20,8 +20,8 @@ for var in ("DLX_BACKEND", "DLX_DISABLE_TORCH_ADDON", "CXX", "DLX_CXXFLAGS", "DL
 
 
 def run_python(code, env=None, check=True, timeout=600):
-    """Run `code` in a fresh /usr/bin/python3 (dlx and fixtures importable); returns the
-    CompletedProcess with text stdout/stderr."""
+    """Run `code` in a fresh process of this interpreter (dlx and fixtures importable);
+    returns the CompletedProcess with text stdout/stderr."""
     full_env = dict(os.environ, PYTHONPATH=PYPATH, DLX_BUILD_DIR=str(BUILD))
     full_env.update(env or {})
     r = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
