@@ -1,5 +1,5 @@
 """python -m dlx: --include-dir | --cflags | --cmake-dir | --pkgconfig-dir | doctor |
-build-addon | cache list|clean | bench"""
+build-addon | cache list|clean | bench | check"""
 import glob
 import os
 import shlex
@@ -16,7 +16,8 @@ USAGE = """usage: python -m dlx COMMAND
                      --build-with-cuda | --build-with-rocm | --build-with-torch-npu |
                      --build-with-ascend] [--output-dir DIR]
   cache list|clean   the cached addon libraries
-  bench              ns per kernel call, next to a bare C-extension call"""
+  bench              ns per kernel call, next to a bare C-extension call
+  check TARGET       check a framework's DLPack exchange table: [--device DEV] [--json]"""
 
 
 def _err(msg, code=2):
@@ -169,6 +170,10 @@ def main(argv=None, platform=None):
         return cache(rest)
     if cmd == "doctor":
         return doctor()
+    if cmd == "check":
+        from .check import main as check_main
+
+        return check_main(rest)
     if cmd == "bench":
         from .bench import main as bench_main
 

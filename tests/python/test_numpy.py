@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import dlx
-from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
-                           table_of, take)
+from dlpack_ctypes import DLManagedTensorVersioned, table_of
 
 INFO_NDIM, INFO_CODE, INFO_BITS, INFO_OFFSET, INFO_DEVTYPE = 0, 1, 2, 3, 4
 SHAPE, STRIDES, DATA = 10, 20, 30
@@ -28,16 +27,6 @@ def test_exchange_api_is_a_capsule_for_type_and_instance():
         assert type(cap).__name__ == "PyCapsule"
         assert 'dlpack_exchange_api' in repr(cap)
     assert dlx.exchange_api(object) is None
-
-
-def test_table_header_and_functions():
-    api = numpy_table()
-    assert (api.version.major, api.version.minor) == (1, 3)
-    assert api.prev_api is None
-    assert api.dltensor_from_py_object_no_sync is None  # byte strides: no storage for a view
-    stream = ctypes.c_void_p(123)
-    assert api.current_work_stream(1, 0, ctypes.byref(stream)) == 0
-    assert stream.value is None
 
 
 def test_managed_export_describes_a_strided_view_and_deleter_releases_it():
@@ -60,16 +49,6 @@ def test_managed_export_describes_a_strided_view_and_deleter_releases_it():
     assert sys.getrefcount(view) == before
 
 
-def test_readonly_array_sets_the_flag():
-    api = numpy_table()
-    a = np.zeros(3)
-    a.setflags(write=False)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    assert api.managed_tensor_from_py_object_no_sync(a, ctypes.byref(out)) == 0
-    assert out.contents.flags & 1
-    out.contents.deleter(out)
-
-
 @pytest.mark.parametrize("arr, why", [
     (np.zeros(3, dtype=">f4") if sys.byteorder == "little" else np.zeros(3, dtype="<f4"),
      "byte order"),
@@ -86,35 +65,6 @@ def test_inexpressible_arrays_raise_buffer_error(arr, why, kernels):
         api.managed_tensor_from_py_object_no_sync(arr, ctypes.byref(out))
     with pytest.raises(BufferError, match=f"argument 0 .*{why}"):
         kernels.noop(arr)
-
-
-def test_allocator_and_import_round_trip():
-    api = numpy_table()
-    shape = (ctypes.c_int64 * 2)(2, 3)
-    proto = DLTensor(None, DLDevice(1, 0), 2, DLDataType(2, 64, 1), shape, None, 0)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    errors = []
-    seterr = SETERROR(lambda ctx, kind, msg: errors.append((kind, msg)))
-    assert api.managed_tensor_allocator(ctypes.byref(proto), ctypes.byref(out), None, seterr) == 0
-    assert errors == []
-    obj = ctypes.py_object()
-    assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0
-    arr = take(obj)
-    assert isinstance(arr, np.ndarray) and arr.shape == (2, 3) and arr.dtype == np.float64
-
-
-def test_allocator_reports_errors_through_set_error():
-    api = numpy_table()
-    shape = (ctypes.c_int64 * 1)(4)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    errors = []
-    seterr = SETERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
-    bad_dtype = DLTensor(None, DLDevice(1, 0), 1, DLDataType(4, 16, 1), shape, None, 0)
-    assert api.managed_tensor_allocator(ctypes.byref(bad_dtype), ctypes.byref(out), None, seterr) == -1
-    on_gpu = DLTensor(None, DLDevice(2, 0), 1, DLDataType(2, 32, 1), shape, None, 0)
-    assert api.managed_tensor_allocator(ctypes.byref(on_gpu), ctypes.byref(out), None, seterr) == -1
-    assert [k for k, _ in errors] == ["TypeError", "ValueError"]
-    assert "numpy has no dtype" in errors[0][1] and "device type 2" in errors[1][1]
 
 
 def test_kernel_sees_element_strides_and_offsetless_data(kernels):

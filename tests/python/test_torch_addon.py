@@ -12,8 +12,7 @@ import pytest
 
 import dlx
 from conftest import BUILD, PYPATH, run_python
-from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
-                           table_of, take)
+from dlpack_ctypes import DLManagedTensorVersioned, table_of, take
 
 torch = pytest.importorskip("torch")
 import dlx.torch as dt  # noqa: E402
@@ -94,58 +93,7 @@ def test_saxpy_example_with_torch(record, examples):
     assert y.tolist() == [1.0, 3.0, 5.0, 7.0]
 
 
-# ---- conformance of the installed table, through its C functions ----
-
-def test_table_header_and_stream(record):
-    api = table_of(dlx.exchange_api(torch.Tensor))
-    assert (api.version.major, api.version.minor) == (1, 3) and api.prev_api is None
-    assert api.dltensor_from_py_object_no_sync is not None
-    s = ctypes.c_void_p(1)
-    assert api.current_work_stream(1, 0, ctypes.byref(s)) == 0 and s.value is None
-
-
-@pytest.mark.parametrize("make", [
-    lambda: torch.arange(12.0).reshape(3, 4),
-    lambda: torch.arange(12.0).reshape(3, 4).t(),
-    lambda: torch.arange(12, dtype=torch.int16).reshape(3, 4)[1:, ::2],
-    lambda: torch.tensor(True),
-    lambda: torch.zeros(0, 2, dtype=torch.complex64)])
-def test_managed_export_and_deleter_once(record, make):
-    api = table_of(dlx.exchange_api(torch.Tensor))
-    t = make()
-    base_refs = sys.getrefcount(t)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    assert api.managed_tensor_from_py_object_no_sync(t, ctypes.byref(out)) == 0
-    m = out.contents
-    d = m.dl_tensor
-    assert (m.version.major, d.ndim) == (1, t.dim())
-    assert [d.shape[i] for i in range(d.ndim)] == list(t.shape)
-    assert [d.strides[i] for i in range(d.ndim)] == list(t.stride())
-    assert t.numel() == 0 or (d.data or 0) + d.byte_offset == t.data_ptr()
-    assert d.device.device_type == 1
-    m.deleter(out)
-    assert sys.getrefcount(t) == base_refs
-
-
-def test_allocator_round_trip_and_set_error(record):
-    api = table_of(dlx.exchange_api(torch.Tensor))
-    shape = (ctypes.c_int64 * 2)(2, 3)
-    proto = DLTensor(None, DLDevice(1, 0), 2, DLDataType(4, 16, 1), shape, None, 0)
-    out = ctypes.POINTER(DLManagedTensorVersioned)()
-    errors = []
-    seterr = SETERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
-    assert api.managed_tensor_allocator(ctypes.byref(proto), ctypes.byref(out), None, seterr) == 0
-    obj = ctypes.py_object()
-    assert api.managed_tensor_to_py_object_no_sync(out, ctypes.byref(obj)) == 0
-    r = take(obj)
-    assert isinstance(r, torch.Tensor) and r.dtype == torch.bfloat16 and r.shape == (2, 3)
-    assert errors == []
-    bad = DLTensor(None, DLDevice(1, 0), 2, DLDataType(17, 4, 1), shape, None, 0)  # fp4
-    assert api.managed_tensor_allocator(ctypes.byref(bad), ctypes.byref(out), None, seterr) == -1
-    on_tpu = DLTensor(None, DLDevice(19, 0), 2, DLDataType(2, 32, 1), shape, None, 0)
-    assert api.managed_tensor_allocator(ctypes.byref(on_tpu), ctypes.byref(out), None, seterr) == -1
-    assert len(errors) == 2 and errors[0][0] == "TypeError" and errors[1][0] == "ValueError"
-
+# ---- the installed table: conformance is dlx.check's (test_check.py); interop here ----
 
 def test_import_runs_the_producers_deleter_once(record):
     """numpy's export imported by torch's table: the numpy deleter runs when torch frees it."""
