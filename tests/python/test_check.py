@@ -26,11 +26,6 @@ KNOWN_NUMPY = {
     "import.malformed.bad_dtype": "item 12",
     "import.malformed.bad_device": "item 12",
 }
-KNOWN_TORCH_ADDON = {
-    "import.malformed.overflow": "item 1: torch 1.13's noexcept size check aborts (SIGABRT)",
-    "export.managed.dtypes": "item 15: complex32 is refused",
-    "export.view.dtypes": "item 15",
-}
 
 
 def env_with(**extra):
@@ -91,10 +86,9 @@ def torch_report():
 
 def test_torch_table_conforms(torch_report):
     r = torch_report
-    known = KNOWN_TORCH_ADDON if "addon" in (r.source or "") else {}
-    assert set(failures(r)) == set(known), r.text()
+    assert not r.failed, r.text()
     assert "__dlpack_c_exchange_api__" in r.source
-    if known:  # dlx's addon: DLPack 1.3, no older table behind it
+    if "addon" in r.source:  # dlx's addon: DLPack 1.3, no older table behind it
         assert r["header.version"].reason == "1.3"
         assert r["header.prev_api"].reason == "ends after 0 entries"
     assert r["header.version"].status == "PASS" and r["header.prev_api"].status == "PASS"
@@ -106,6 +100,7 @@ def test_torch_table_conforms(torch_report):
                  "export.owner_alive", "import.round_trip", "import.foreign", "allocator.shapes"):
         assert r[name].status == "PASS", r[name]
     assert "bfloat16" in r["allocator.shapes"].reason  # torch has it, numpy does not
+    assert "complex32" in r["export.managed.dtypes"].reason  # issue 7 item 15
     assert r["allocator.set_error.bad_dtype"].reason.startswith("SetError(TypeError, ")
     assert r["allocator.set_error.bad_device"].reason.startswith("SetError(ValueError, ")
 
