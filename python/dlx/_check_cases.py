@@ -127,7 +127,9 @@ class Context:
 
 
 def _err(e):
-    return f"{type(e).__name__}: {e}"
+    """An exception in one line (C++ exceptions bring their whole backtrace along)."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
 # ---- finding the table (the consumer's order) -------------------------------------

@@ -27,6 +27,12 @@ KNOWN_NUMPY = {
     "import.malformed.bad_device": "item 12",
 }
 
+# What torch's own table (torch >= 2.10, e.g. 2.13 in .venv) does with malformed imports:
+# crashes (SIGSEGV, SIGABRT) or fails without running the producer's deleter. Upstream's
+# defects, found by the checker; a torch that fixes them may pass them.
+UPSTREAM_TORCH_NATIVE = {f"import.malformed.{c}" for c in (
+    "wrong_major", "null_shape", "negative_extent", "overflow", "bad_dtype", "bad_device")}
+
 
 def env_with(**extra):
     env = dict(os.environ, PYTHONPATH=PYPATH)
@@ -86,7 +92,10 @@ def torch_report():
 
 def test_torch_table_conforms(torch_report):
     r = torch_report
-    assert not r.failed, r.text()
+    if "installed by dlx" in r.source:  # dlx's addon (or overlay): nothing may fail
+        assert not r.failed, r.text()
+    else:
+        assert set(failures(r)) <= UPSTREAM_TORCH_NATIVE, r.text()
     assert "__dlpack_c_exchange_api__" in r.source
     if "addon" in r.source:  # dlx's addon: DLPack 1.3, no older table behind it
         assert r["header.version"].reason == "1.3"

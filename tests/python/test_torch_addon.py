@@ -12,7 +12,8 @@ import pytest
 
 import dlx
 from conftest import BUILD, PYPATH, run_python
-from dlpack_ctypes import DLManagedTensorVersioned, table_of, take
+from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
+                           table_of, take)
 
 torch = pytest.importorskip("torch")
 import dlx.torch as dt  # noqa: E402
