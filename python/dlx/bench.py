@@ -60,6 +60,102 @@ def best_ns(fns, args):
     return best
 
 
+def loops_ns(cases):
+    """Best ns per iteration of each fn(*args) in `cases`, each running a loop of N calls
+    in Python code; rounds interleaved as in best_ns."""
+    best = [float("inf")] * len(cases)
+    for fn, args in cases:
+        fn(*args)
+    for _ in range(ROUNDS):
+        for i, (fn, args) in enumerate(cases):
+            t0 = time.perf_counter_ns()
+            fn(*args)
+            best[i] = min(best[i], (time.perf_counter_ns() - t0) / N)
+    return best
+
+
+LOOPS = """
+def lib_attr(lib, a, b, c, loop):
+    for _ in loop: lib.noop(a, b, c)
+def bound(noop, a, b, c, loop):
+    for _ in loop: noop(a, b, c)
+def mod_attr(m, a, b, c, loop):
+    for _ in loop: m.noop(a, b, c)
+"""
+
+
+def attribute_rows(folder, bare):
+    """`lib.noop(...)` against a bound `noop(...)` in Python code (the attribute fetch each
+    call pays), with a module function's `m.noop(...)` beside it."""
+    ns = {}
+    exec(LOOPS, ns)
+    lib = dlx.load(os.path.join(folder, "noop.so"))
+    arrays = tuple(np.ones(16, np.float32) for _ in range(3))
+    loop = range(N)
+    cases = [(ns["lib_attr"], (lib, *arrays, loop)), (ns["bound"], (lib.noop, *arrays, loop))]
+    mod = sys.modules.get(getattr(bare, "__module__", None) or "")
+    if mod is not None and getattr(mod, "noop", None) is bare:
+        cases += [(ns["mod_attr"], (mod, *arrays, loop)), (ns["bound"], (bare, *arrays, loop))]
+    t = loops_ns(cases)
+    rows = [f"lib.noop(3 arrays) {t[0]:.1f} ns vs bound noop(3 arrays) {t[1]:.1f} ns: "
+            f"the attribute fetch {t[0] - t[1]:.1f} ns"]
+    if len(t) > 2:
+        rows.append(f"  (a module function: m.noop(...) {t[2]:.1f} ns vs noop(...) "
+                    f"{t[3]:.1f} ns: {t[2] - t[3]:.1f} ns)")
+    return rows
+
+
+def peer_rows(bare):
+    """ns per call of the same 3-tensor work through the peers `make bench-ir` built
+    (DLX_BENCH_PEERS: its build folder), on the same objects."""
+    folder = os.environ.get("DLX_BENCH_PEERS")
+    if not folder or not os.path.isdir(folder):
+        return []
+    sys.path.insert(0, folder)
+    kernel = dlx.load(os.path.join(folder, "touch.so")).touch
+    objs = {"numpy": tuple(np.ones(16, np.float32) for _ in range(3))}
+    try:
+        import torch
+
+        objs["torch"] = tuple(torch.ones(16) for _ in range(3))
+    except ImportError:
+        pass
+    impls = {"dlx": {"numpy": kernel, "torch": kernel}}
+
+    def add(name, module, np_fn, pt_fn):
+        try:
+            m = __import__(module)
+        except ImportError:
+            return
+        impls[name] = {"numpy": getattr(m, np_fn), "torch": getattr(m, pt_fn, None)}
+
+    add("C-API", "dlx_peer_capi_numpy", "touch", "-")
+    try:
+        import dlx_peer_capi_torch
+
+        impls["C-API"]["torch"] = dlx_peer_capi_torch.touch
+    except ImportError:
+        pass
+    add("pybind11", "dlx_peer_pybind11", "touch_np3", "touch_pt3")
+    add("nanobind", "dlx_peer_nanobind", "touch3", "touch3")
+    try:
+        import tvm_ffi
+
+        mod = tvm_ffi.load_module(os.path.join(folder, "peer_tvmffi.so"))
+        impls["tvm-ffi"] = {"numpy": mod.touch3, "torch": mod.touch3}
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        pass
+    rows = [f"peers (read data, ndim, shape[0] of 3 tensors), ns per call and per tensor "
+            f"over bare, from {folder}:"]
+    for kind, args in objs.items():
+        fns = [(name, f[kind]) for name, f in impls.items() if f.get(kind)]
+        times = best_ns([bare] + [f for _, f in fns], args)
+        rows.append(f"  3 {kind:6s} bare {times[0]:5.1f}  " + "  ".join(
+            f"{name} {t:6.1f} ({(t - times[0]) / 3:5.1f}/t)" for (name, _), t in
+            zip(fns, times[1:])))
+    return rows
+
+
 class DLPackOnly:
     """A producer reachable only through __dlpack__ (the slow, protocol path)."""
 
@@ -80,6 +176,14 @@ def main():
         fx = None
     bare = fx.noop if fx else (lambda *a: None)
     bare_name = "dlx_fixture.noop (METH_FASTCALL)" if fx else "python lambda"
+    if not fx and os.path.isdir(os.environ.get("DLX_BENCH_PEERS", "")):
+        sys.path.insert(0, os.environ["DLX_BENCH_PEERS"])
+        try:  # make bench-ir's driver has the same bare METH_FASTCALL call
+            import dlx_irdriver
+
+            bare, bare_name = dlx_irdriver.noop, "dlx_irdriver.noop (METH_FASTCALL)"
+        except ImportError:
+            pass
 
     def case(name, objs):
         b, k = best_ns((bare, noop), objs)
@@ -132,6 +236,8 @@ def main():
         ts = tuple(torch.ones(16) for _ in range(3))
         case(f"3 torch tensors (torch {torch.__version__}, table: {record.source})", ts)
 
+    lookup = attribute_rows(tmp.name, bare)
+    peers = peer_rows(bare)
     print(f"dlx bench: {N} calls x {ROUNDS} rounds, best round; bare call = {bare_name}")
     print(f"{'arguments':56s} {'kernel ns':>10s} {'bare ns':>8s} {'over bare/arg':>14s}")
     for name, k, b, per in rows:
@@ -142,6 +248,8 @@ def main():
             if "stream)" in r[0]:
                 print(f"stream query cost, {r[0].split(', ', 1)[1]}: {r[1] - cpu[1]:.1f} ns "
                       "per call (vs the same call on CPU, which asks nothing)")
+    for line in lookup + peers:
+        print(line)
     if "torch" in sys.modules and os.environ.get("DLX_BENCH_SKIP_BUILD") != "1":
         cold, warm, source = torch_times()
         print(f"torch addon: cold build {cold:.1f} s (python -m dlx build-addon, empty cache); "

@@ -1,0 +1,360 @@
+"""make bench-ir: instructions per call of the dlx call path under callgrind, next to the
+bindings a user would compare it with, all in one process, on the same objects.
+
+    python bench/bench_ir.py [--out DIR]
+
+Builds (into DIR, default build/bench-ir/<interpreter tag>) a C driver module, dlx's
+`touch` kernel and the peers this interpreter can build, then runs one child process
+under `valgrind --tool=callgrind`. Each row is a loop of PyObject_Vectorcall calls that
+alone is counted (bench/ir/driver.c); the dumps are read back into the table. Every
+callable does the same work per tensor: read the data pointer, ndim and shape[0].
+
+Columns: Ir per call; 'over bare': minus the bare METH_FASTCALL call taking the same
+objects (bench/ir/driver.c noop); 'per obj': that divided by the number of objects.
+Instruction counts are what a noisy machine cannot disturb; `make bench` gives times."""
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IR = os.path.join(HERE, "ir")
+CALLS = 2000  # per row; the loop is counted exactly, so a few thousand calls suffice
+KS = (1, 3, 8, 16)
+KINDS = ("np", "pt", "np2d.T", "pt2d.T")
+
+
+# ---- building ---------------------------------------------------------------------------
+
+def _stale(target, sources):
+    if not os.path.exists(target):
+        return True
+    t = os.path.getmtime(target)
+    return any(os.path.getmtime(s) > t for s in sources)
+
+
+def compile_module(out, name, sources, cxx=False, includes=(), libdirs=(), libs=(),
+                   flags=(), extra_deps=()):
+    """Build Python extension `name` from `sources` for this interpreter into `out`."""
+    target = os.path.join(out, name + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not _stale(target, list(sources) + list(extra_deps) + [__file__]):
+        return target
+    cc = os.environ.get("CXX", "c++") if cxx else os.environ.get("CC", "cc")
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-w"] + (["-std=c++17"] if cxx else [])
+    cmd += list(flags) + ["-I" + sysconfig.get_paths()["include"]]
+    cmd += ["-I" + i for i in includes] + list(sources) + ["-o", target + ".tmp"]
+    cmd += ["-L" + d for d in libdirs] + ["-Wl,-rpath," + d for d in libdirs]
+    cmd += ["-l" + lib for lib in libs]
+    subprocess.run(cmd, check=True)
+    os.replace(target + ".tmp", target)
+    return target
+
+
+def torch_flags():
+    import torch
+    from torch.utils import cpp_extension as ce
+
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return dict(includes=ce.include_paths(), libdirs=ce.library_paths(),
+                libs=["c10", "torch", "torch_cpu", "torch_python"],
+                flags=[f"-D_GLIBCXX_USE_CXX11_ABI={abi}"])
+
+
+def build_all(out):
+    """Everything the child imports; returns {peer: reason} for what could not be built."""
+    import numpy as np
+
+    import dlx
+
+    os.makedirs(out, exist_ok=True)
+    pending = {}
+    compile_module(out, "dlx_irdriver", [os.path.join(IR, "driver.c")])
+    so = os.path.join(out, "touch.so")
+    src = os.path.join(IR, "touch.c")
+    if _stale(so, [src]):
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", dlx.include_dir(), src, "-o", so],
+                       check=True)
+    compile_module(out, "dlx_peer_capi_numpy", [os.path.join(IR, "capi_numpy.c")],
+                   includes=[np.get_include()])
+
+    def attempt(peer, fn):
+        try:
+            fn()
+        except (ImportError, OSError, subprocess.CalledProcessError) as e:
+            pending[peer] = f"not built: {e}"
+
+    def torch_capi():
+        f = torch_flags()
+        compile_module(out, "dlx_peer_capi_torch", [os.path.join(IR, "capi_torch.cc")], cxx=True,
+                       **f)
+
+    def pybind():
+        f = torch_flags()
+        try:
+            import pybind11
+            f["includes"] = [pybind11.get_include()] + f["includes"]
+        except ImportError:
+            pass  # Debian's pybind11-dev: /usr/include
+        f["flags"] = f["flags"] + ["-fvisibility=hidden", "-DTORCH_EXTENSION_NAME=dlx_peer_pybind11",
+                                   "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        compile_module(out, "dlx_peer_pybind11", [os.path.join(IR, "peer_pybind11.cc")],
+                       cxx=True, **f)
+
+    def nanobind():
+        import nanobind as nb
+
+        src = nb.source_dir()
+        compile_module(out, "dlx_peer_nanobind",
+                       [os.path.join(IR, "peer_nanobind.cc"), os.path.join(src, "nb_combined.cpp")],
+                       cxx=True, flags=["-fvisibility=hidden", "-DNDEBUG", "-fno-strict-aliasing"],
+                       includes=[nb.include_dir(), os.path.join(src, "..", "ext", "robin_map",
+                                                                "include")])
+
+    def tvmffi():
+        import tvm_ffi.libinfo as li
+
+        so = os.path.join(out, "peer_tvmffi.so")
+        src = os.path.join(IR, "peer_tvmffi.cc")
+        if _stale(so, [src]):
+            lib = li.find_libtvm_ffi()
+            cmd = ["c++", "-O2", "-std=c++17", "-shared", "-fPIC", "-w", src, "-o", so,
+                   "-I" + li.find_include_path(), "-I" + li.find_dlpack_include_path(),
+                   lib, "-Wl,-rpath," + os.path.dirname(lib)]
+            subprocess.run(cmd, check=True)
+
+    attempt("C-API torch", torch_capi)
+    attempt("pybind11", pybind)
+    attempt("nanobind", nanobind)
+    attempt("tvm-ffi", tvmffi)
+    return pending
+
+
+# ---- the child: the rows ------------------------------------------------------------------
+
+def child(out):
+    """Runs under callgrind: one dump per (row, implementation)."""
+    sys.path.insert(0, out)
+    import numpy as np
+
+    import dlx
+    import dlx_irdriver as drv
+
+    lib = dlx.load(os.path.join(out, "touch.so"))
+    touch = lib.touch
+    impls = {}  # name -> {objects kind: callable(k)}
+
+    def peer(name, module, fns):
+        try:
+            m = __import__(module)
+        except ImportError as e:
+            print(f"pending {name}: {e}", flush=True)
+            return
+        impls[name] = {kind: (lambda k, m=m, f=f: getattr(m, f.format(k=k))) for kind, f in fns}
+
+    arrays = [np.ones(16, np.float32) for _ in range(16)]
+    objects = {"np": arrays, "int": [1, 2, 3]}
+    objects["np2d.T"] = [np.ones((4, 8), np.float32).T for _ in range(3)]
+    try:
+        import torch
+
+        import dlx.torch as dt
+
+        rec = dt.install()
+        print(f"torch {torch.__version__}: table {rec.source if rec else None}", flush=True)
+        objects["pt"] = [torch.ones(16) for _ in range(16)]
+        objects["pt2d.T"] = [torch.ones(4, 8).t() for _ in range(3)]
+    except ImportError:
+        torch = None
+
+    peer("C-API", "dlx_peer_capi_numpy", [("np", "touch"), ("np2d.T", "touch")])
+    # Transposed rows use the 3-tensor entry point of each peer.
+    if torch is not None:
+        try:
+            import dlx_peer_capi_torch as ct
+            impls["C-API"].update({"pt": lambda k: ct.touch, "pt2d.T": lambda k: ct.touch})
+        except ImportError as e:
+            print(f"pending C-API torch: {e}", flush=True)
+        peer("pybind11", "dlx_peer_pybind11", [("np", "touch_np{k}"), ("pt", "touch_pt{k}"),
+                                                ("np2d.T", "touch_np{k}"),
+                                                ("pt2d.T", "touch_pt{k}")])
+    peer("nanobind", "dlx_peer_nanobind", [(kind, "touch{k}") for kind in KINDS])
+    try:
+        import tvm_ffi
+
+        mod = tvm_ffi.load_module(os.path.join(out, "peer_tvmffi.so"))
+        impls["tvm-ffi"] = {kind: (lambda k: getattr(mod, f"touch{k}")) for kind in KINDS}
+    except (ImportError, OSError, AttributeError, RuntimeError) as e:
+        print(f"pending tvm-ffi: {e}", flush=True)
+
+    def run(label, fn, args, attr=None):
+        try:
+            drv.run(fn, tuple(args), CALLS, label, attr)
+        except Exception as e:  # a peer refusing an object: say so, go on
+            print(f"skip {label}: {type(e).__name__}: {e}", flush=True)
+
+    run("bare|0", drv.noop, ())
+    run("dlx|0", touch, ())
+    run("bare|int3", drv.noop, objects["int"])
+    run("dlx|int3", touch, objects["int"])
+    run("bare|float3", drv.noop, (1.0, 2.0, 3.0))
+    run("dlx|float3", touch, (1.0, 2.0, 3.0))
+    for kind in ("np", "pt", "np2d.T", "pt2d.T"):
+        if kind not in objects:
+            continue
+        ks = KS if kind in ("np", "pt") else (3,)
+        for k in ks:
+            args = objects[kind][:k]
+            run(f"bare|{kind}{k}", drv.noop, args)
+            run(f"dlx|{kind}{k}", touch, args)
+            for name, fns in impls.items():
+                if kind in fns:
+                    run(f"{name}|{kind}{k}", fns[kind](k), args)
+    # lib.k(...) against a bound k(...): the attribute fetch per call, as the driver
+    # does it (PyObject_GetAttr) and as Python code does it (the interpreter's own loop).
+    three = objects["np"][:3]
+    run("dlx getattr(lib,'touch')(...)|np3", lib, three, "touch")
+    run("bare getattr(m,'noop')(...)|np3", drv, three, "noop")
+    inner = 1000
+    ns = {}
+    exec("def loop_lib(lib, a, b, c):\n for _ in range(%d): lib.touch(a, b, c)\n"
+         "def loop_bound(touch, a, b, c):\n for _ in range(%d): touch(a, b, c)\n"
+         "def loop_mod(m, a, b, c):\n for _ in range(%d): m.noop(a, b, c)\n"
+         "def loop_fn(noop, a, b, c):\n for _ in range(%d): noop(a, b, c)\n" % ((inner,) * 4), ns)
+    for name, fn, first in (("py lib.touch(...)", ns["loop_lib"], lib),
+                            ("py touch(...)", ns["loop_bound"], touch),
+                            ("py m.noop(...)", ns["loop_mod"], drv),
+                            ("py noop(...)", ns["loop_fn"], drv.noop)):
+        fn(first, *three)  # warm: specialise the bytecode first
+        drv.run(fn, (first, *three), CALLS // 100, f"{name}|np3/{inner}")
+
+
+# ---- the parent: run, read, print ---------------------------------------------------------
+
+def read_dumps(folder):
+    """{label: Ir} from callgrind's dump files."""
+    counts = {}
+    for path in glob.glob(os.path.join(folder, "cg.out.*")):
+        label = total = None
+        with open(path) as f:
+            for line in f:
+                if line.startswith("desc: Trigger: Client Request: "):
+                    label = line.split(": ", 3)[-1].strip()
+                elif line.startswith(("summary:", "totals:")):
+                    total = int(line.split()[1])
+        if label is not None and total is not None:
+            counts[label] = total
+    return counts
+
+
+ORDER = ["", "int", "float", "np", "pt", "np2d.T", "pt2d.T"]
+NAMES = {"": "args", "int": "ints", "float": "floats", "np": "numpy", "pt": "torch",
+         "np2d.T": "numpy 2-d .T", "pt2d.T": "torch 2-d .t()"}
+
+
+def label(kind):
+    return f"{nobj(kind)} {NAMES[re.sub(r'[0-9]+$', '', kind)]}"
+
+
+def nobj(kind):
+    m = re.search(r"(\d+)$", kind.split("/")[0])
+    return int(m.group(1)) if m else 0
+
+
+def report(counts, pending, out):
+    per = {}
+    for key, total in counts.items():
+        impl, kind = key.split("|")
+        div = CALLS
+        if "/" in kind:
+            kind, inner = kind.split("/")
+            div = (CALLS // 100) * int(inner)
+        per[(impl, kind)] = total / div
+    print(f"dlx bench-ir: Ir per call under callgrind ({CALLS} calls per row, only the call loop "
+          f"counted), {sys.executable}")
+    for peer, why in pending.items():
+        print(f"  pending {peer}: {why}")
+    impls = ["dlx", "C-API", "pybind11", "nanobind", "tvm-ffi"]
+    kinds = sorted({k for (i, k) in per if i == "bare"},
+                   key=lambda k: (ORDER.index(re.sub(r"[0-9]+$", "", k)), nobj(k)))
+    head = f"{'objects':18s}" + "".join(f"{h:>10s}" for h in ["bare"] + impls)
+    print("Ir per call:")
+    print(head)
+    for kind in kinds:
+        cells = [per.get((impl, kind)) for impl in ["bare"] + impls]
+        print(f"{label(kind):18s}" + "".join(f"{v:10.0f}" if v else f"{'-':>10s}" for v in cells))
+    print("Ir per object over the bare call (0 args, and scalars: per call / per scalar):")
+    print(f"{'objects':18s}" + "".join(f"{h:>10s}" for h in impls))
+    for kind in kinds:
+        bare, n = per[("bare", kind)], nobj(kind) or 1
+        cells = [per.get((impl, kind)) for impl in impls]
+        print(f"{label(kind):18s}" + "".join(f"{(v - bare) / n:10.1f}" if v else f"{'-':>10s}"
+                                             for v in cells))
+    print("marginal Ir per extra tensor (between successive rows):")
+    for fw in ("np", "pt"):
+        for impl in impls:
+            vals = [per.get((impl, f"{fw}{k}")) for k in KS]
+            if all(vals):
+                steps = [(vals[i + 1] - vals[i]) / (KS[i + 1] - KS[i]) for i in range(len(KS) - 1)]
+                print(f"  {fw:2s} {impl:9s} " + "  ".join(
+                    f"{KS[i]}->{KS[i + 1]}: {s:6.1f}" for i, s in enumerate(steps)))
+    attr = per.get(("dlx getattr(lib,'touch')(...)", "np3"))
+    bound = per.get(("dlx", "np3"))
+    mattr, mbare = per.get(("bare getattr(m,'noop')(...)", "np3")), per.get(("bare", "np3"))
+    if attr and bound:
+        print(f"lib.touch(...) via PyObject_GetAttr: {attr:.0f} Ir, bound touch(...): {bound:.0f} "
+              f"Ir, the lookup: {attr - bound:.0f} Ir (module m.noop: {mattr - mbare:.0f} Ir)")
+    py = {k[0]: v for k, v in per.items() if k[0].startswith("py ")}
+    if len(py) == 4:
+        print(f"in Python bytecode: lib.touch(a,b,c) {py['py lib.touch(...)']:.0f} Ir vs "
+              f"touch(a,b,c) {py['py touch(...)']:.0f} Ir per iteration: the lookup "
+              f"{py['py lib.touch(...)'] - py['py touch(...)']:.0f} Ir (m.noop vs noop: "
+              f"{py['py m.noop(...)'] - py['py noop(...)']:.0f} Ir)")
+    print(f"callgrind dumps: {out}/callgrind (callgrind_annotate a cg.out.N file for a row)")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="build and dump folder")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--report", action="store_true", help="print the table of the last run")
+    a = ap.parse_args(argv)
+    tag = os.path.basename(sys.prefix)  # the Makefile names the folder the same way
+    out = os.path.abspath(a.out or os.path.join("build", "bench-ir", tag))
+    if a.child:
+        child(out)
+        return 0
+    if not shutil.which("valgrind"):
+        print("make bench-ir needs valgrind (Debian package valgrind)", file=sys.stderr)
+        return 1
+    dumps = os.path.join(out, "callgrind")
+    if a.report:
+        report(read_dumps(dumps), {}, out)
+        return 0
+    pending = build_all(out)
+    try:
+        import torch  # noqa: F401
+
+        import dlx.torch as dt
+
+        dt.install()  # a cold addon build happens here, not under callgrind
+    except ImportError:
+        pass
+    shutil.rmtree(dumps, ignore_errors=True)
+    os.makedirs(dumps)
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--dump-instr=no",
+           "--dump-line=no", f"--callgrind-out-file={dumps}/cg.out", sys.executable,
+           os.path.abspath(__file__), "--child", "--out", out]
+    r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+    if r.returncode:
+        print(r.stderr[-4000:], file=sys.stderr)
+        return r.returncode
+    report(read_dumps(dumps), pending, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
