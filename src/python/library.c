@@ -29,6 +29,11 @@ typedef struct {
   PyObject *path;
   PyObject *kernels; /* tuple of names */
   void *handle;
+  int shadowed; /* a kernel is named like a data descriptor of the type (`path`) */
+  /* The last names looked up, by name pointer (code's attribute names are interned
+   * objects): `lib.NAME` is a pointer compare. Holds references; emptied whenever an
+   * attribute is set or deleted (tp_setattro: the dict is not otherwise reachable). */
+  struct { PyObject *name, *value; } hits[8];
 } LibraryObject;
 
 static PyTypeObject KernelType, LibraryType;
@@ -100,7 +105,8 @@ static void collect(void *vctx, const char *sym) {
   }
   KernelObject *k = PyObject_New(KernelObject, &KernelType);
   if (k) k->path = NULL; /* dealloc-safe before it is filled */
-  PyObject *name = PyUnicode_FromString(r->name);
+  /* Interned: `lib.NAME` in code is an interned string, so the dict hit is a pointer compare. */
+  PyObject *name = PyUnicode_InternFromString(r->name);
   if (!k || !name) {
     Py_XDECREF(k);
     Py_XDECREF(name);
@@ -111,6 +117,8 @@ static void collect(void *vctx, const char *sym) {
   k->fn = r->fn;
   k->name = r->name;
   k->path = Py_NewRef(c->lib->path);
+  PyObject *descr = _PyType_Lookup(&LibraryType, name); /* borrowed; the type never changes */
+  if (descr && Py_TYPE(descr)->tp_descr_set) c->lib->shadowed = 1;
   if (PyDict_SetItem(c->lib->dict, name, (PyObject *)k) || PyList_Append(c->names, name))
     c->failed = 1;
   Py_DECREF(k);
@@ -138,6 +146,8 @@ PyObject *dlx_load(PyObject *self, PyObject *arg) {
   lib->path = PyUnicode_DecodeFSDefault(path);
   lib->kernels = NULL;
   lib->handle = NULL;
+  lib->shadowed = 0;
+  memset(lib->hits, 0, sizeof lib->hits);
   PyObject_GC_Track(lib);
   if (!lib->dict || !lib->path) goto fail;
   char err[256];
@@ -176,11 +186,37 @@ fail:
   return NULL;
 }
 
-/* Only reached when the instance dict has no such kernel: say why precisely. */
+static void forget_hits(LibraryObject *lib) {
+  for (size_t i = 0; i < sizeof lib->hits / sizeof lib->hits[0]; ++i) {
+    Py_CLEAR(lib->hits[i].name);
+    Py_CLEAR(lib->hits[i].value);
+  }
+}
+
+/* `lib.NAME` is the instance dict's entry whenever no data descriptor of the type has
+ * that name (LibraryType is static and not subclassable, so `shadowed`, set at load,
+ * says so for good): the remembered hit, else the dict, without the type walk.
+ * Otherwise the generic lookup, and on a miss an error saying why precisely. */
 static PyObject *library_getattro(PyObject *self, PyObject *name) {
+  LibraryObject *lib = (LibraryObject *)self;
+  if (!lib->shadowed && PyUnicode_CheckExact(name)) {
+    size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
+    if (lib->hits[at].name == name) return Py_NewRef(lib->hits[at].value);
+    PyObject *hit = lib->dict ? PyDict_GetItemWithError(lib->dict, name) : NULL;
+    if (hit) {
+      Py_INCREF(name);
+      Py_INCREF(hit);
+      PyObject *old_name = lib->hits[at].name, *old_value = lib->hits[at].value;
+      lib->hits[at].name = name;
+      lib->hits[at].value = hit;
+      Py_XDECREF(old_name); /* after the store: a destructor sees a consistent entry */
+      Py_XDECREF(old_value);
+      return Py_NewRef(hit);
+    }
+    if (PyErr_Occurred()) return NULL;
+  }
   PyObject *v = PyObject_GenericGetAttr(self, name);
   if (v || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)) return v;
-  LibraryObject *lib = (LibraryObject *)self;
   const char *s = PyUnicode_AsUTF8(name);
   if (!s || s[0] == '_' || !lib->handle) return NULL;
   PyErr_Clear();
@@ -195,12 +231,21 @@ static PyObject *library_getattro(PyObject *self, PyObject *name) {
   return NULL;
 }
 
+static int library_setattro(PyObject *self, PyObject *name, PyObject *value) {
+  int rc = PyObject_GenericSetAttr(self, name, value);
+  forget_hits((LibraryObject *)self);
+  return rc;
+}
+
 static int library_traverse(PyObject *self, visitproc visit, void *arg) {
-  Py_VISIT(((LibraryObject *)self)->dict);
+  LibraryObject *lib = (LibraryObject *)self;
+  Py_VISIT(lib->dict);
+  for (size_t i = 0; i < sizeof lib->hits / sizeof lib->hits[0]; ++i) Py_VISIT(lib->hits[i].value);
   return 0;
 }
 
 static int library_clear(PyObject *self) {
+  forget_hits((LibraryObject *)self);
   Py_CLEAR(((LibraryObject *)self)->dict);
   return 0;
 }
@@ -247,6 +292,7 @@ static PyTypeObject LibraryType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dictoffset = offsetof(LibraryObject, dict),
     .tp_getattro = library_getattro,
+    .tp_setattro = library_setattro,
     .tp_traverse = library_traverse,
     .tp_clear = library_clear,
     .tp_dealloc = library_dealloc,

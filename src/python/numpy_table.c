@@ -93,6 +93,11 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
  * objects: remember the last one (a reference keeps the pointer meaningful). */
 static PyArray_Descr *last_descr;
 static DLDataType last_dtype;
+/* Byte strides of the last descriptor's arrays are element strides shifted left by
+ * last_shift when their low bits (last_mask) are clear; ~0 sends every stride to the
+ * general conversion (an item size that is not a power of two). */
+static int last_shift;
+static int64_t last_mask = ~(int64_t)0;
 
 static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
   if (d == last_descr) {
@@ -103,6 +108,10 @@ static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
   Py_INCREF(d);
   Py_XSETREF(last_descr, d);
   last_dtype = *out;
+  int64_t size = out->bits / 8; /* the item size: lanes are 1 for every dtype above */
+  int pow2 = size > 0 && (size & (size - 1)) == 0;
+  last_shift = pow2 ? __builtin_ctzll((unsigned long long)size) : 0;
+  last_mask = pow2 ? size - 1 : ~(int64_t)0;
   return 0;
 }
 
@@ -124,6 +133,13 @@ static int dl_to_type_num(DLDataType t) {
   }
 }
 
+static int bad_stride(PyArrayObject *a, int32_t bad) {
+  PyErr_Format(PyExc_BufferError,
+               "numpy stride %zd of dimension %d is not a multiple of the item size %d",
+               (Py_ssize_t)PyArray_STRIDE(a, bad), (int)bad, (int)PyArray_ITEMSIZE(a));
+  return -1;
+}
+
 /* Describe ndarray `a` in `t`, with shape and strides stored in `dims` (2 * ndim). */
 static int describe(PyArrayObject *a, DLTensor *t, int64_t *dims) {
   if (PyArray_NDIM(a) > NPY_MAXDIMS) { /* a newer numpy at run time than at build time */
@@ -137,12 +153,8 @@ static int describe(PyArrayObject *a, DLTensor *t, int64_t *dims) {
   int64_t *shape = dims, *strides = dims + nd;
   for (int32_t d = 0; d < nd; ++d) shape[d] = PyArray_DIM(a, d);
   if (dlx_strides_from_bytes(nd, shape, (const int64_t *)PyArray_STRIDES(a),
-                             PyArray_ITEMSIZE(a), strides, &bad)) {
-    PyErr_Format(PyExc_BufferError,
-                 "numpy stride %zd of dimension %d is not a multiple of the item size %d",
-                 (Py_ssize_t)PyArray_STRIDE(a, bad), (int)bad, (int)PyArray_ITEMSIZE(a));
-    return -1;
-  }
+                             PyArray_ITEMSIZE(a), strides, &bad))
+    return bad_stride(a, bad);
   *t = (DLTensor){.data = PyArray_DATA(a),
                   .device = {kDLCPU, 0},
                   .ndim = nd,
@@ -180,14 +192,40 @@ static int np_from_py(void *py_object, DLManagedTensorVersioned **out) {
   return 0;
 }
 
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "numpy's dimensions serve as DLPack's shape");
+
 /* dlx's own consumer keeps the array alive for the call and lends per-argument
- * scratch, so it needs neither a reference nor a managed block. */
+ * scratch, so it needs neither a reference nor a managed block. The shape is numpy's
+ * own (npy_intp is int64_t here; nothing can reshape the array while the kernel runs
+ * with the GIL and the call's reference); only the strides need converting, into
+ * the scratch: a mask test and a shift per dimension for the usual item sizes. */
 int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
                            int32_t *readonly) {
   if (!PyArray_Check(obj)) return not_ndarray(obj);
   PyArrayObject *a = (PyArrayObject *)obj;
-  if (2 * PyArray_NDIM(a) > scratch_len) return 0;
-  if (describe(a, out, scratch)) return -1;
+  const int32_t nd = PyArray_NDIM(a);
+  if (nd > scratch_len) return 0;
+  DLDataType dtype;
+  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
+  const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
+  const int64_t mask = last_mask;
+  for (int32_t d = 0; d < nd; ++d) {
+    if (bytes[d] & mask) { /* odd stride, extent-1 junk or another item size: in full */
+      int32_t bad = 0;
+      if (dlx_strides_from_bytes(nd, (const int64_t *)PyArray_DIMS(a), bytes,
+                                 PyArray_ITEMSIZE(a), scratch, &bad))
+        return bad_stride(a, bad);
+      break;
+    }
+    scratch[d] = bytes[d] >> last_shift;
+  }
+  out->data = PyArray_DATA(a);
+  out->device = (DLDevice){kDLCPU, 0};
+  out->ndim = nd;
+  out->dtype = dtype;
+  out->shape = nd ? (int64_t *)PyArray_DIMS(a) : scratch; /* never NULL, as before */
+  out->strides = scratch;
+  out->byte_offset = 0;
   *readonly = !PyArray_ISWRITEABLE(a);
   return 1;
 }
