@@ -230,8 +230,12 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
   if (info->source == DLX_SRC_TABLE) {
     arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
     if (info->scratch_view) {
-      int rc = info->scratch_view(obj, &slot->view, slot->scratch, DLX_SCRATCH_DIMS,
-                                  &arg->readonly);
+      /* numpy's by name: a direct call the link-time optimiser can inline */
+      int rc = info->scratch_view == dlx_numpy_scratch_view
+                   ? dlx_numpy_scratch_view(obj, &slot->view, slot->scratch, DLX_SCRATCH_DIMS,
+                                            &arg->readonly)
+                   : info->scratch_view(obj, &slot->view, slot->scratch, DLX_SCRATCH_DIMS,
+                                        &arg->readonly);
       if (rc > 0) {
         slot->api = info->api;
         arg->value.tensor = &slot->view;
@@ -280,6 +284,18 @@ as_float:
   return 0;
 as_int:
   arg->kind = DLX_ARG_INT;
+  /* Values of one digit (|v| < 2**30) are read in place, without the general call. */
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+    arg->value.i = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+    return 0;
+  }
+#else
+  if ((size_t)(Py_SIZE(obj) + 1) <= 2) { /* size -1, 0 or 1: the sign times one digit */
+    arg->value.i = Py_SIZE(obj) * (int64_t)((PyLongObject *)obj)->ob_digit[0];
+    return 0;
+  }
+#endif
   int overflow = 0;
   arg->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
   if (overflow) {

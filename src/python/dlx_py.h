@@ -67,12 +67,14 @@ static inline int dlx_version_tag_valid(PyTypeObject *tp) {
 #endif
 }
 
-/* The cached info of `tp`: on a hit, a few compares and no Python lookup. */
+/* The cached info of `tp`: on a hit, a few compares and no Python lookup. An entry is
+ * only kept with both tags valid, hence non-zero, and CPython zeroes a type's tag when
+ * it invalidates it and never hands the same tag out twice: equal tags are valid ones. */
 static inline const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
   dlx_type_info *e = dlx_type_slot(tp);
   if (e->type == tp && e->version_tag == tp->tp_version_tag &&
       e->meta_version_tag == Py_TYPE(tp)->tp_version_tag &&
-      e->generation == dlx_provider_generation && dlx_version_tag_valid(tp))
+      e->generation == dlx_provider_generation)
     return e;
   return dlx_type_info_miss(tp);
 }

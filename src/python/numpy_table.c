@@ -199,26 +199,9 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "numpy's dimensions serve as
  * own (npy_intp is int64_t here; nothing can reshape the array while the kernel runs
  * with the GIL and the call's reference); only the strides need converting, into
  * the scratch: a mask test and a shift per dimension for the usual item sizes. */
-int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
-                           int32_t *readonly) {
-  if (!PyArray_Check(obj)) return not_ndarray(obj);
-  PyArrayObject *a = (PyArrayObject *)obj;
+static void fill_view(PyArrayObject *a, DLTensor *out, int64_t *scratch, DLDataType dtype,
+                      int32_t *readonly) {
   const int32_t nd = PyArray_NDIM(a);
-  if (nd > scratch_len) return 0;
-  DLDataType dtype;
-  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
-  const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
-  const int64_t mask = last_mask;
-  for (int32_t d = 0; d < nd; ++d) {
-    if (bytes[d] & mask) { /* odd stride, extent-1 junk or another item size: in full */
-      int32_t bad = 0;
-      if (dlx_strides_from_bytes(nd, (const int64_t *)PyArray_DIMS(a), bytes,
-                                 PyArray_ITEMSIZE(a), scratch, &bad))
-        return bad_stride(a, bad);
-      break;
-    }
-    scratch[d] = bytes[d] >> last_shift;
-  }
   out->data = PyArray_DATA(a);
   out->device = (DLDevice){kDLCPU, 0};
   out->ndim = nd;
@@ -227,6 +210,37 @@ int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32
   out->strides = scratch;
   out->byte_offset = 0;
   *readonly = !PyArray_ISWRITEABLE(a);
+}
+
+/* Everything the fast path leaves: a new dtype, odd strides, extent-1 junk, another
+ * item size. Out of line, so that the fast path stays small enough to inline. */
+static __attribute__((noinline, cold)) int scratch_view_full(PyArrayObject *a, DLTensor *out,
+                                                             int64_t *scratch,
+                                                             int32_t *readonly) {
+  DLDataType dtype;
+  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
+  int32_t bad = 0;
+  if (dlx_strides_from_bytes(PyArray_NDIM(a), (const int64_t *)PyArray_DIMS(a),
+                             (const int64_t *)PyArray_STRIDES(a), PyArray_ITEMSIZE(a), scratch,
+                             &bad))
+    return bad_stride(a, bad);
+  fill_view(a, out, scratch, dtype, readonly);
+  return 1;
+}
+
+int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
+                           int32_t *readonly) {
+  if (!PyArray_Check(obj)) return not_ndarray(obj);
+  PyArrayObject *a = (PyArrayObject *)obj;
+  const int32_t nd = PyArray_NDIM(a);
+  if (nd > scratch_len) return 0;
+  if (PyArray_DESCR(a) != last_descr) return scratch_view_full(a, out, scratch, readonly);
+  const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
+  for (int32_t d = 0; d < nd; ++d) {
+    if (bytes[d] & last_mask) return scratch_view_full(a, out, scratch, readonly);
+    scratch[d] = bytes[d] >> last_shift;
+  }
+  fill_view(a, out, scratch, last_dtype, readonly);
   return 1;
 }
 

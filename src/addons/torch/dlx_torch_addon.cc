@@ -264,6 +264,11 @@ void DeleteExported(DLManagedTensorVersioned *self) {
 
 const at::Tensor &UnpackTensor(void *py_object) {
   auto *obj = static_cast<PyObject *>(py_object);
+  // Exact torch.Tensor first: a pointer compare, where THPVariable_Check is a
+  // PyObject_IsInstance call (subclasses such as Parameter still take it).
+  if (C10_LIKELY(Py_TYPE(obj) == reinterpret_cast<PyTypeObject *>(THPVariableClass))) {
+    return THPVariable_Unpack(obj);
+  }
   if (!THPVariable_Check(obj)) {
     Fail("TypeError", std::string("expected a torch.Tensor, got ") + Py_TYPE(obj)->tp_name);
   }
@@ -287,14 +292,35 @@ bool KnownExportable(uint64_t keys) {
   return false;
 }
 
+// The DLPack device and dtype of the last tensor described, with what they were made
+// from: tensors in a call mostly share both, and the conversions are switches through
+// torch's accessors. Touched with the GIL held only.
+struct LastDescribed {
+  c10::Device device{c10::DeviceType::CPU};
+  c10::ScalarType scalar_type = c10::ScalarType::Undefined;
+  DLDevice dl_device{kDLCPU, 0};
+  DLDataType dl_dtype{0, 0, 0};
+} last_described;
+
 void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
   const uint64_t keys = tensor.unsafeGetTensorImpl()->key_set().raw_repr();
   if (!KnownExportable(keys)) {
     CheckExportable(tensor);
     if (ok_key_set_count < kOkKeySets) ok_key_sets[ok_key_set_count++] = keys;
   }
-  out->device = ToDLDevice(tensor.device());
-  out->dtype = ToDLDataType(tensor.scalar_type());
+  const c10::Device device = tensor.device();
+  const c10::ScalarType scalar_type = tensor.scalar_type();
+  LastDescribed &last = last_described;
+  if (device != last.device) {
+    last.dl_device = ToDLDevice(device);  // throws for devices DLPack cannot name
+    last.device = device;
+  }
+  if (scalar_type != last.scalar_type) {
+    last.dl_dtype = ToDLDataType(scalar_type);
+    last.scalar_type = scalar_type;
+  }
+  out->device = last.dl_device;
+  out->dtype = last.dl_dtype;
   out->ndim = static_cast<int32_t>(tensor.dim());
   out->data = tensor.data_ptr();  // storage_offset is already applied
   out->byte_offset = 0;
