@@ -2,17 +2,21 @@
  * dlx/dlx.h - what a kernel author writes against.
  *
  *   #include <dlx/dlx.h>
- *   DLX_KERNEL(scale) {
+ *   DLX_KERNEL(scale, "x: f32[n] mut, a: float = 1.0") {
  *     DLTensor *x; double a;
  *     if (dlx_arg_tensor(call, 0, &x) || dlx_arg_float(call, 1, &a)) return -1;
  *     ...launch on dlx_call_stream(call)...
  *     return 0;
  *   }
  *
+ * The signature (optional; grammar in docs/signatures.md) is checked by the runtime
+ * before the kernel runs: kinds, dtypes, shapes, size symbols, devices, writability.
+ *
  * ABI rule: a kernel library is built with these headers alone and links
  * nothing of dlx. Every accessor is inline and reaches the runtime through the
  * function table carried by the call (`call->rt`), so one kernel binary works
- * with any dlx whose DLX_ABI_VERSION major matches. Fields are appended only.
+ * with any dlx whose DLX_ABI_VERSION major matches and whose minor is at least the
+ * kernel's (a newer kernel may read appended fields). Fields are appended only.
  */
 #ifndef DLX_DLX_H_
 #define DLX_DLX_H_
@@ -35,9 +39,11 @@ extern "C" {
 #define DLX_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Kernel ABI version: major in the high 16 bits; a major change breaks kernels. */
-#define DLX_ABI_VERSION 0x00010000u
+/* Kernel ABI version: major in the high 16 bits; a major change breaks kernels. A
+ * minor bump appends fields: 1.1 added signatures, str/ints/floats, dlx_size. */
+#define DLX_ABI_VERSION 0x00010001u
 #define DLX_ABI_MAJOR(v) ((v) >> 16)
+#define DLX_ABI_MINOR(v) ((v) & 0xffffu)
 
 /* What an argument slot holds. */
 typedef enum {
@@ -46,7 +52,16 @@ typedef enum {
   DLX_ARG_BOOL = 2,   /* Python bool (read with dlx_arg_int) */
   DLX_ARG_FLOAT = 3,  /* Python float */
   DLX_ARG_TENSOR = 4, /* any tensor dlx could convert */
+  DLX_ARG_STR = 5,    /* Python str (dlx_arg_str) */
+  DLX_ARG_INTS = 6,   /* tuple, list or torch.Size of ints (dlx_arg_ints) */
+  DLX_ARG_FLOATS = 7, /* tuple or list of floats, ints mixed in (dlx_arg_floats) */
 } dlx_arg_kind;
+
+/* The data of a str, ints or floats argument; valid until the kernel returns. */
+typedef struct dlx_arg_seq {
+  const void *data; /* const char * (UTF-8, NUL-terminated), const int64_t * or const double * */
+  int64_t len;      /* bytes of the string, or elements of the list */
+} dlx_arg_seq;
 
 /* One converted argument; owned by the runtime, valid until the kernel returns. */
 typedef struct dlx_arg {
@@ -56,6 +71,7 @@ typedef struct dlx_arg {
     int64_t i;        /* DLX_ARG_INT, DLX_ARG_BOOL */
     double f;         /* DLX_ARG_FLOAT */
     DLTensor *tensor; /* DLX_ARG_TENSOR */
+    const dlx_arg_seq *seq; /* DLX_ARG_STR, DLX_ARG_INTS, DLX_ARG_FLOATS */
   } value;
 } dlx_arg;
 
@@ -71,13 +87,16 @@ typedef struct dlx_runtime {
   int (*return_float)(dlx_call *call, double value);
   int (*return_new_tensor)(dlx_call *call, DLDevice device, int32_t ndim, const int64_t *shape,
                            DLDataType dtype, DLTensor **out);
+  /* ABI 1.1 */
+  int (*symbol_size)(dlx_call *call, const char *symbol, int64_t *out);
+  int (*ints_as_floats)(dlx_call *call, int32_t i, const double **v, int32_t *n);
 } dlx_runtime;
 
 /* One kernel invocation. The runtime's private state follows these fields. */
 struct dlx_call {
   const dlx_runtime *rt; /* runtime services */
   const dlx_arg *args;   /* num_args converted arguments */
-  int32_t num_args;      /* number of positional arguments */
+  int32_t num_args;      /* number of arguments (a signed kernel: its declared parameters) */
   DLDevice device;       /* first non-CPU tensor argument's device, else {kDLCPU, 0} */
   void *stream;          /* caller's current work stream on `device`, NULL on CPU */
 };
@@ -93,17 +112,23 @@ typedef struct dlx_kernel_record {
   uint32_t reserved;    /* zero */
   const char *name;     /* the kernel's name, equal to the symbol suffix */
   dlx_kernel_fn fn;     /* the kernel */
+  const char *signature; /* ABI 1.1: the declared signature, or NULL */
 } dlx_kernel_record;
 
 #define DLX_KERNEL_MAGIC 0x6c656e72656b786cull /* "lxkernel" */
 #define DLX_KERNEL_RECORD_PREFIX "dlx_kernel__"
 
-/* Defines exported kernel `int name(dlx_call *call)` and its registration record. */
-#define DLX_KERNEL(name)                                                             \
+/* DLX_KERNEL(name) or DLX_KERNEL(name, "x: f32[n], ..."): defines exported kernel
+ * `int name(dlx_call *call)` and its registration record (with the signature, or NULL). */
+#define DLX_KERNEL(...) DLX__KERNEL_PICK(__VA_ARGS__, DLX__KERNEL_SIG, DLX__KERNEL_NOSIG, _)(__VA_ARGS__)
+#define DLX__KERNEL_PICK(a, b, which, ...) which
+#define DLX__KERNEL_NOSIG(name) DLX__KERNEL_DEFINE(name, 0)
+#define DLX__KERNEL_SIG(name, sig) DLX__KERNEL_DEFINE(name, "" sig) /* "": a literal only */
+#define DLX__KERNEL_DEFINE(name, sig)                                                \
   DLX_EXTERN_C DLX_EXPORT int name(dlx_call *call);                                  \
   DLX_EXTERN_C DLX_EXPORT const dlx_kernel_record dlx_kernel__##name;                \
   const dlx_kernel_record dlx_kernel__##name = {DLX_KERNEL_MAGIC, DLX_ABI_VERSION, 0, \
-                                                #name, name};                        \
+                                                #name, name, sig};                   \
   DLX__KERNEL_DEFINITION(name)
 
 #ifdef __cplusplus
@@ -152,6 +177,9 @@ static inline const char *dlx__kind_name(int32_t kind) {
     case DLX_ARG_BOOL: return "bool";
     case DLX_ARG_FLOAT: return "float";
     case DLX_ARG_TENSOR: return "tensor";
+    case DLX_ARG_STR: return "str";
+    case DLX_ARG_INTS: return "ints";
+    case DLX_ARG_FLOATS: return "floats";
     default: return "unknown";
   }
 }
@@ -207,7 +235,61 @@ static inline DLDevice dlx_call_device(const dlx_call *call) { return call->devi
 
 static inline void *dlx_call_stream(const dlx_call *call) { return call->stream; }
 
-/* Set the call's Python result; a kernel returns one value at most. */
+/* str: UTF-8 bytes, NUL-terminated, valid during the call; `len` (may be NULL) excludes the NUL. */
+static inline int dlx_arg_str(dlx_call *call, int32_t i, const char **s, int64_t *len) {
+  const dlx_arg *a = dlx__arg(call, i);
+  if (!a) return -1;
+  if (a->kind != DLX_ARG_STR) {
+    dlx_error(call, "TypeError", "argument %d: expected a str, got %s", (int)i,
+              dlx__kind_name(a->kind));
+    return -1;
+  }
+  *s = (const char *)a->value.seq->data;
+  if (len) *len = a->value.seq->len;
+  return 0;
+}
+
+/* A tuple, list or torch.Size of ints; valid during the call. */
+static inline int dlx_arg_ints(dlx_call *call, int32_t i, const int64_t **v, int32_t *n) {
+  const dlx_arg *a = dlx__arg(call, i);
+  if (!a) return -1;
+  if (a->kind != DLX_ARG_INTS) {
+    dlx_error(call, "TypeError", "argument %d: expected a tuple or list of ints, got %s", (int)i,
+              dlx__kind_name(a->kind));
+    return -1;
+  }
+  *v = (const int64_t *)a->value.seq->data;
+  *n = (int32_t)a->value.seq->len;
+  return 0;
+}
+
+/* A tuple or list of floats (ints accepted, converted); valid during the call. */
+static inline int dlx_arg_floats(dlx_call *call, int32_t i, const double **v, int32_t *n) {
+  const dlx_arg *a = dlx__arg(call, i);
+  if (!a) return -1;
+  if (a->kind == DLX_ARG_FLOATS) {
+    *v = (const double *)a->value.seq->data;
+    *n = (int32_t)a->value.seq->len;
+    return 0;
+  }
+  if (a->kind == DLX_ARG_INTS) return call->rt->ints_as_floats(call, i, v, n);
+  dlx_error(call, "TypeError", "argument %d: expected a tuple or list of floats, got %s", (int)i,
+            dlx__kind_name(a->kind));
+  return -1;
+}
+
+/* 1 when argument i is None; 0 otherwise (also out of range). */
+static inline int dlx_arg_is_none(const dlx_call *call, int32_t i) {
+  return i >= 0 && i < call->num_args && call->args[i].kind == DLX_ARG_NONE;
+}
+
+/* The value a size symbol of the signature ("m" in f32[m, n]) was bound to in this call. */
+static inline int dlx_size(dlx_call *call, const char *symbol, int64_t *out) {
+  return call->rt->symbol_size(call, symbol, out);
+}
+
+/* Set a Python result. Called several times, the results form a tuple in call order;
+ * a signed kernel may return at most as many as its "->" declares. */
 static inline int dlx_return_int(dlx_call *call, int64_t value) {
   return call->rt->return_int(call, value);
 }

@@ -1,5 +1,5 @@
 """python -m dlx: --include-dir | --cflags | --cmake-dir | --pkgconfig-dir | doctor |
-build-addon | cache list|clean | bench | check"""
+build-addon | cache list|clean | bench | check | stubs"""
 import glob
 import os
 import shlex
@@ -17,7 +17,8 @@ USAGE = """usage: python -m dlx COMMAND
                      --build-with-ascend] [--output-dir DIR]
   cache list|clean   the cached addon libraries
   bench              ns per kernel call, next to a bare C-extension call
-  check TARGET       check a framework's DLPack exchange table: [--device DEV] [--json]"""
+  check TARGET       check a framework's DLPack exchange table: [--device DEV] [--json]
+  stubs LIB.so       print a .pyi for a kernel library (declared signatures)"""
 
 
 def _err(msg, code=2):
@@ -174,6 +175,19 @@ def main(argv=None, platform=None):
         from .check import main as check_main
 
         return check_main(rest)
+    if cmd == "stubs":
+        if len(rest) != 1:
+            return _err("stubs takes one kernel library: python -m dlx stubs LIB.so")
+        import dlx
+
+        from ._sig import stubs
+
+        try:
+            lib = dlx.load(rest[0])
+        except (OSError, ImportError) as e:
+            return _err(e, 1)
+        sys.stdout.write(stubs(lib))
+        return 0
     if cmd == "bench":
         from .bench import main as bench_main
 

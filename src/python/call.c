@@ -1,35 +1,98 @@
 /*
  * call.c - the per-call path, top to bottom:
  *
- *   convert each argument (convert.c)  ->  the call's device is the first non-CPU
- *   tensor's  ->  its table's current_work_stream, once, on this thread  ->  the
- *   kernel  ->  its result  ->  every owned export's deleter, exactly once.
+ *   bind positional and keyword arguments to the declared parameters (signed kernels)
+ *   ->  convert each argument (convert.c), checking it against the plan (dlx_sig.h)
+ *   ->  the call's device is the first non-CPU tensor's  ->  its table's
+ *   current_work_stream, once, on this thread  ->  the kernel (without the GIL when it
+ *   declares nogil)  ->  its results  ->  every owned export's deleter, exactly once.
  *
- * Everything a call needs lives on the C stack; nothing is allocated here.
+ * Everything a call needs lives on the C stack; nothing is allocated here (ints/floats
+ * arguments longer than DLX_SCRATCH_DIMS are the exception).
  */
+#include <string.h>
+
 #include "dlx_py.h"
 
 #include "dlx_core.h"
 
 _Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "buffer strides are read as int64_t");
 
+#define MAX_RESULTS 16 /* values one call returns (a tuple beyond one) */
+
+/* One dlx_return_*: a Python object, or a tensor imported after the kernel succeeded. */
+typedef struct result {
+  PyObject *obj;
+  DLManagedTensorVersioned *tensor;
+  const DLPackExchangeAPI *api; /* the table that allocated `tensor` */
+} result;
+
 /* The runtime's view of a call; `pub` is what the kernel sees. */
 typedef struct call_state {
   dlx_call pub;
+  const dlx_kernel_info *k;
   const char *name;
   int failed;                         /* a Python exception is pending */
-  PyObject *result;                   /* dlx_return_int / dlx_return_float */
-  DLManagedTensorVersioned *ret;      /* dlx_return_new_tensor */
-  const DLPackExchangeAPI *ret_api;   /* the table that allocated `ret` */
+  int released;                       /* the GIL is released (nogil): services take it */
+  int32_t nresults, max_results;
   const DLPackExchangeAPI *first_api; /* the first tensor argument's table */
+  dlx_slot *slots;                    /* per-argument storage (dlx_arg_floats of ints) */
+  dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
+  result results[MAX_RESULTS];
 } call_state;
 
+/* Runtime services a nogil kernel calls take the GIL themselves. */
+#define WITH_GIL(st, stmt)                                      \
+  do {                                                          \
+    PyGILState_STATE gil_ = 0;                                  \
+    if ((st)->released) gil_ = PyGILState_Ensure();             \
+    stmt;                                                       \
+    if ((st)->released) PyGILState_Release(gil_);               \
+  } while (0)
+
+/* The exception class a dlx_error kind names: a builtin ("ValueError"), or a dotted
+ * path ("mypkg.errors.ShapeError") imported on use; NULL without an exception set. */
+static PyObject *exception_class(const char *kind) {
+  if (!kind) return NULL;
+  const char *dot = strrchr(kind, '.');
+  if (!dot) {
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    PyObject *cls = builtins ? PyDict_GetItemString(builtins, kind) : NULL;
+    return cls && PyExceptionClass_Check(cls) ? Py_NewRef(cls) : NULL;
+  }
+  /* The longest importable module prefix, then attributes ("pkg.mod.Outer.Inner"). */
+  for (const char *cut = dot; cut > kind; --cut) {
+    if (*cut != '.') continue;
+    PyObject *modname = PyUnicode_FromStringAndSize(kind, cut - kind);
+    PyObject *obj = modname ? PyImport_Import(modname) : NULL;
+    Py_XDECREF(modname);
+    if (!obj) {
+      PyErr_Clear();
+      continue;
+    }
+    const char *p = cut + 1;
+    while (obj && *p) {
+      const char *e = strchr(p, '.');
+      PyObject *attr = PyUnicode_FromStringAndSize(p, e ? e - p : (Py_ssize_t)strlen(p));
+      PyObject *next = attr ? PyObject_GetAttr(obj, attr) : NULL;
+      Py_XDECREF(attr);
+      Py_DECREF(obj);
+      obj = next;
+      p = e ? e + 1 : p + strlen(p);
+    }
+    if (obj && PyExceptionClass_Check(obj)) return obj;
+    Py_XDECREF(obj);
+    PyErr_Clear();
+    return NULL;
+  }
+  return NULL;
+}
+
 void dlx_raise_named(const char *kind, const char *message) {
-  PyObject *cls = NULL;
-  PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
-  if (builtins && kind) cls = PyDict_GetItemString(builtins, kind);
-  if (cls && PyExceptionClass_Check(cls)) {
+  PyObject *cls = exception_class(kind);
+  if (cls) {
     PyErr_SetString(cls, message);
+    Py_DECREF(cls);
   } else {
     PyErr_Format(PyExc_RuntimeError, "%s: %s", kind ? kind : "error", message);
   }
@@ -40,7 +103,7 @@ static int rt_verror(dlx_call *call, const char *kind, const char *fmt, va_list 
   if (st->failed) return -1; /* the first error is the cause; keep it */
   char msg[1024];
   PyOS_vsnprintf(msg, sizeof msg, fmt, ap);
-  dlx_raise_named(kind, msg);
+  WITH_GIL(st, dlx_raise_named(kind, msg));
   st->failed = 1;
   return -1;
 }
@@ -53,24 +116,37 @@ static int fail(call_state *st, const char *kind, const char *fmt, ...) {
   return rc;
 }
 
-static int result_free(call_state *st) {
-  if (st->result || st->ret)
-    return fail(st, "RuntimeError", "kernel '%s' returned more than one value", st->name);
-  return 0;
+/* The next result slot, or NULL after an error (more results than declared). */
+static result *next_result(call_state *st) {
+  if (st->failed) return NULL;
+  if (st->nresults >= st->max_results) {
+    if (st->k->sig)
+      fail(st, "RuntimeError", "%s() returned more than the %d result(s) its signature declares",
+           st->name, (int)st->max_results);
+    else
+      fail(st, "RuntimeError", "%s() returned more than %d values", st->name, MAX_RESULTS);
+    return NULL;
+  }
+  result *r = &st->results[st->nresults++];
+  r->obj = NULL;
+  r->tensor = NULL;
+  return r;
 }
 
 static int rt_return_int(dlx_call *call, int64_t value) {
   call_state *st = (call_state *)call;
-  if (result_free(st)) return -1;
-  st->result = PyLong_FromLongLong(value);
-  return st->result ? 0 : (st->failed = 1, -1);
+  result *r = next_result(st);
+  if (!r) return -1;
+  WITH_GIL(st, r->obj = PyLong_FromLongLong(value));
+  return r->obj ? 0 : (st->failed = 1, -1);
 }
 
 static int rt_return_float(dlx_call *call, double value) {
   call_state *st = (call_state *)call;
-  if (result_free(st)) return -1;
-  st->result = PyFloat_FromDouble(value);
-  return st->result ? 0 : (st->failed = 1, -1);
+  result *r = next_result(st);
+  if (!r) return -1;
+  WITH_GIL(st, r->obj = PyFloat_FromDouble(value));
+  return r->obj ? 0 : (st->failed = 1, -1);
 }
 
 /* SetError of the DLPack allocator contract. */
@@ -81,10 +157,8 @@ static void alloc_set_error(void *ctx, const char *kind, const char *message) {
   st->failed = 1;
 }
 
-static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
-                                const int64_t *shape, DLDataType dtype, DLTensor **out) {
-  call_state *st = (call_state *)call;
-  if (result_free(st)) return -1;
+static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
+                             const int64_t *shape, DLDataType dtype, DLTensor **out) {
   if (ndim < 0 || ndim > DLX_MAX_ARGS || (ndim && !shape))
     return fail(st, "ValueError", "dlx_return_new_tensor: invalid ndim %d", (int)ndim);
   int64_t dims[DLX_MAX_ARGS], strides[DLX_MAX_ARGS];
@@ -114,9 +188,60 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
     return fail(st, "BufferError", "allocator returned DLPack major version %u",
                 (unsigned)m->version.major);
   }
-  st->ret = m;
-  st->ret_api = api;
+  result *r = next_result(st);
+  if (!r) {
+    if (m->deleter) m->deleter(m);
+    return -1;
+  }
+  r->tensor = m;
+  r->api = api;
   *out = &m->dl_tensor;
+  return 0;
+}
+
+static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
+                                const int64_t *shape, DLDataType dtype, DLTensor **out) {
+  call_state *st = (call_state *)call;
+  int rc;
+  WITH_GIL(st, rc = return_new_tensor(st, device, ndim, shape, dtype, out));
+  return rc;
+}
+
+static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
+  call_state *st = (call_state *)call;
+  const dlx_sig *sig = st->k->sig;
+  int32_t k = sig && symbol ? dlx_sig_symbol_index(sig, symbol) : -1;
+  if (k < 0)
+    return fail(st, "ValueError", "%s(): dlx_size: '%s' is not a size symbol of its signature",
+                st->name, symbol ? symbol : "(null)");
+  if (!(st->binds->bound & (1u << k)))
+    return fail(st, "ValueError",
+                "%s(): dlx_size: size symbol '%s' is not bound in this call (no tensor given "
+                "has it)",
+                st->name, symbol);
+  *out = st->binds->value[k];
+  return 0;
+}
+
+/* dlx_arg_floats of an ints argument: converted once per call, into the slot. */
+static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_t *n) {
+  call_state *st = (call_state *)call;
+  if (i < 0 || i >= call->num_args || call->args[i].kind != DLX_ARG_INTS)
+    return fail(st, "TypeError", "argument %d: expected a tuple or list of floats", (int)i);
+  dlx_slot *slot = &st->slots[i];
+  int64_t len = slot->seq.len;
+  if (!slot->as_floats) {
+    /* behind the ints in the scratch when both fit; PyMem_Raw: the GIL may be released */
+    double *f = slot->seq.data == slot->scratch && 2 * len <= DLX_SCRATCH_DIMS
+                    ? slot->fscratch + len
+                    : PyMem_RawMalloc(sizeof(double) * (size_t)(len ? len : 1));
+    if (!f) return fail(st, "MemoryError", "dlx_arg_floats: out of memory");
+    const int64_t *iv = slot->seq.data;
+    for (int64_t j = 0; j < len; ++j) f[j] = (double)iv[j];
+    slot->as_floats = f;
+  }
+  *v = slot->as_floats;
+  *n = (int32_t)len;
   return 0;
 }
 
@@ -127,25 +252,232 @@ static const dlx_runtime runtime = {
     .return_int = rt_return_int,
     .return_float = rt_return_float,
     .return_new_tensor = rt_return_new_tensor,
+    .symbol_size = rt_size,
+    .ints_as_floats = rt_ints_as_floats,
 };
 
-PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *args,
-                          Py_ssize_t nargs) {
-  if (nargs > DLX_MAX_ARGS) {
-    PyErr_Format(PyExc_TypeError, "kernel '%s' takes at most %d arguments, got %zd", name,
+/* ---- binding: Python's own words for an equivalent `def` ---------------------------- */
+
+static int too_many_positional(const dlx_kernel_info *k, Py_ssize_t nargs) {
+  const dlx_sig *sig = k->sig;
+  if (sig->nrequired == sig->nparams)
+    PyErr_Format(PyExc_TypeError, "%s() takes %d positional argument%s but %zd %s given",
+                 k->name, (int)sig->nparams, sig->nparams == 1 ? "" : "s", nargs,
+                 nargs == 1 ? "was" : "were");
+  else
+    PyErr_Format(PyExc_TypeError, "%s() takes from %d to %d positional arguments but %zd %s given",
+                 k->name, (int)sig->nrequired, (int)sig->nparams, nargs,
+                 nargs == 1 ? "was" : "were");
+  return -1;
+}
+
+static int missing(const dlx_kernel_info *k, PyObject **bound) {
+  int32_t n = 0, which[DLX_MAX_ARGS];
+  for (int32_t i = 0; i < k->sig->nparams; ++i)
+    if (!bound[i]) which[n++] = i;
+  char names[1024];
+  size_t len = 0;
+  for (int32_t j = 0; j < n && len < sizeof names; ++j) {
+    const char *sep = j == 0 ? "" : n == 2 ? " and " : j == n - 1 ? ", and " : ", ";
+    len += (size_t)PyOS_snprintf(names + len, sizeof names - len, "%s'%s'", sep,
+                                 dlx_sig_param_name(k->sig, which[j]));
+  }
+  PyErr_Format(PyExc_TypeError, "%s() missing %d required positional argument%s: %s", k->name,
+               (int)n, n == 1 ? "" : "s", names);
+  return -1;
+}
+
+/* Positional and keyword arguments -> bound[nparams] in declared order (borrowed). */
+static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, PyObject **bound) {
+  const dlx_sig *sig = k->sig;
+  int32_t np = sig->nparams;
+  if (nargs > np) return too_many_positional(k, nargs);
+  for (int32_t i = 0; i < np; ++i) bound[i] = i < nargs ? args[i] : NULL;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t j = 0; j < nkw; ++j) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, j);
+    int32_t i = 0;
+    while (i < np && k->param_names[i] != key) ++i; /* interned: usually a pointer hit */
+    if (i == np)
+      for (i = 0; i < np; ++i)
+        if (PyUnicode_Compare(key, k->param_names[i]) == 0) break;
+    if (i == np) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'", k->name, key);
+      return -1;
+    }
+    if (bound[i]) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name,
+                   dlx_sig_param_name(sig, i));
+      return -1;
+    }
+    bound[i] = args[nargs + j];
+  }
+  int lacking = 0;
+  for (int32_t i = 0; i < np; ++i)
+    if (!bound[i] && !(bound[i] = k->defaults[i])) lacking = 1;
+  return lacking ? missing(k, bound) : 0;
+}
+
+/* ---- conversion against the declared parameter ----------------------------------- */
+
+static int wrong_kind(const dlx_kernel_info *k, int32_t i, PyObject *obj) {
+  char want[256];
+  dlx_sig_format_type(k->sig, &k->sig->params[i].type, want, sizeof want);
+  PyErr_Format(PyExc_TypeError, "%s(): '%s' must be %s, got %.100s", k->name,
+               dlx_sig_param_name(k->sig, i), want, Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
+static int bad_element(const dlx_kernel_info *k, int32_t i, PyObject *obj, Py_ssize_t bad) {
+  char want[256];
+  dlx_sig_format_type(k->sig, &k->sig->params[i].type, want, sizeof want);
+  PyObject *e = bad < PySequence_Fast_GET_SIZE(obj) ? PySequence_Fast_ITEMS(obj)[bad] : Py_None;
+  PyErr_Format(PyExc_TypeError, "%s(): '%s' must be %s, got a %.100s whose element %zd is %.100s",
+               k->name, dlx_sig_param_name(k->sig, i), want, Py_TYPE(obj)->tp_name, bad,
+               Py_TYPE(e)->tp_name);
+  return -1;
+}
+
+/* Convert argument i as its declared type says and check it; -1 with an exception (the
+ * slot then holds something to release exactly when arg->kind is DLX_ARG_TENSOR). */
+static int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
+                            dlx_slot *slot, dlx_sig_bindings *binds) {
+  const dlx_sig_type *ty = &k->sig->params[i].type;
+  a->readonly = 0;
+  if (obj == Py_None) {
+    if (!ty->optional) return wrong_kind(k, i, obj);
+    a->kind = DLX_ARG_NONE;
+    a->value.i = 0;
+    return 0;
+  }
+  switch (ty->kind) {
+    case DLX_SIG_TENSOR: {
+      if (dlx_convert_arg(obj, i, a, slot)) return -1;
+      if (a->kind != DLX_ARG_TENSOR) {
+        if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) dlx_release_seq(slot);
+        return wrong_kind(k, i, obj);
+      }
+      dlx_sig_fault fault;
+      if (dlx_sig_check_tensor(k->sig, i, a->value.tensor, a->readonly, binds, &fault) == 0)
+        return 0;
+      char msg[512];
+      dlx_sig_fault_message(k->sig, i, a->value.tensor, binds, &fault, msg, sizeof msg);
+      PyErr_Format(fault.code == DLX_FAULT_DTYPE ? PyExc_TypeError : PyExc_ValueError, "%s(): %s",
+                   k->name, msg);
+      return -1;
+    }
+    case DLX_SIG_INT:
+    case DLX_SIG_FLOAT: {
+      int is_float = PyFloat_Check(obj);
+      if (ty->kind == DLX_SIG_INT && is_float) return wrong_kind(k, i, obj);
+      if (!is_float && !PyLong_Check(obj)) {
+        PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number; /* numpy scalars */
+        if (nb && nb->nb_index) {
+          PyObject *v = PyNumber_Index(obj);
+          if (!v) return -1;
+          int rc = convert_declared(k, i, v, a, slot, binds);
+          Py_DECREF(v);
+          return rc;
+        }
+        if (ty->kind == DLX_SIG_INT || !nb || !nb->nb_float || PyUnicode_Check(obj))
+          return wrong_kind(k, i, obj);
+        is_float = 1;
+      }
+      if (ty->kind == DLX_SIG_FLOAT) {
+        a->kind = DLX_ARG_FLOAT;
+        a->value.f = is_float ? PyFloat_AsDouble(obj) : PyLong_AsDouble(obj);
+        if (a->value.f == -1.0 && PyErr_Occurred()) return -1;
+        return 0;
+      }
+      int overflow = 0;
+      a->kind = DLX_ARG_INT;
+      a->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "%s(): '%s' = %R does not fit in 64 bits", k->name,
+                     dlx_sig_param_name(k->sig, i), obj);
+        return -1;
+      }
+      return a->value.i == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    case DLX_SIG_BOOL:
+      if (!PyBool_Check(obj)) return wrong_kind(k, i, obj);
+      a->kind = DLX_ARG_BOOL;
+      a->value.i = obj == Py_True;
+      return 0;
+    case DLX_SIG_STR:
+      if (!PyUnicode_Check(obj)) return wrong_kind(k, i, obj);
+      return dlx_convert_str(obj, i, a, slot);
+    default: { /* DLX_SIG_INTS, DLX_SIG_FLOATS */
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) return wrong_kind(k, i, obj);
+      Py_ssize_t bad = 0;
+      int rc = dlx_convert_seq(obj, ty->kind == DLX_SIG_INTS ? DLX_ARG_INTS : DLX_ARG_FLOATS, a,
+                               slot, &bad);
+      return rc == -2 ? bad_element(k, i, obj, bad) : rc;
+    }
+  }
+}
+
+/* The kernel's results: None, the one value, or a tuple in call order. Steals them. */
+static PyObject *build_result(call_state *st) {
+  for (int32_t j = 0; j < st->nresults; ++j) {
+    result *r = &st->results[j];
+    if (!r->tensor) continue;
+    void *obj = NULL;
+    DLManagedTensorVersioned *m = r->tensor;
+    r->tensor = NULL; /* stolen by the import, also when it fails */
+    if (r->api->managed_tensor_to_py_object_no_sync(m, &obj)) return NULL;
+    r->obj = obj;
+  }
+  if (st->nresults == 0) return Py_NewRef(Py_None);
+  if (st->nresults == 1) {
+    st->nresults = 0;
+    return st->results[0].obj;
+  }
+  PyObject *t = PyTuple_New(st->nresults);
+  if (!t) return NULL;
+  for (int32_t j = 0; j < st->nresults; ++j) PyTuple_SET_ITEM(t, j, st->results[j].obj);
+  st->nresults = 0;
+  return t;
+}
+
+PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  const dlx_sig *sig = k->sig;
+  PyObject *bound[DLX_MAX_ARGS];
+  PyObject *const *objs = args; /* the arguments in parameter order */
+  if (sig) {
+    if (kwnames || nargs != sig->nparams) { /* else: all given by position, nothing to bind */
+      if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
+      objs = bound;
+    }
+    nargs = sig->nparams;
+  } else if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s() takes no keyword arguments (its DLX_KERNEL declares no signature)",
+                 k->name);
+    return NULL;
+  } else if (nargs > DLX_MAX_ARGS) {
+    PyErr_Format(PyExc_TypeError, "kernel '%s' takes at most %d arguments, got %zd", k->name,
                  DLX_MAX_ARGS, nargs);
     return NULL;
   }
   dlx_arg argv[DLX_MAX_ARGS];
   dlx_slot slots[DLX_MAX_ARGS];
+  dlx_sig_bindings binds;
+  binds.bound = 0;
   call_state st = {.pub = {.rt = &runtime, .args = argv, .num_args = (int32_t)nargs,
                            .device = {kDLCPU, 0}, .stream = NULL},
-                   .name = name};
+                   .k = k, .name = k->name, .slots = slots, .binds = &binds,
+                   .max_results = sig ? sig->nresults : MAX_RESULTS};
   const dlx_slot *device_slot = NULL;
+  PyObject *result = NULL;
   int32_t converted = 0;
   for (; converted < nargs; ++converted) {
     dlx_arg *a = &argv[converted];
-    if (dlx_convert_arg(args[converted], converted, a, &slots[converted])) {
+    int rc = sig ? convert_declared(k, converted, objs[converted], a, &slots[converted], &binds)
+                 : dlx_convert_arg(objs[converted], converted, a, &slots[converted]);
+    if (rc) {
       if (a->kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
@@ -169,34 +501,45 @@ PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *a
       PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
     goto out;
   }
-  int rc = fn(&st.pub);
+  int rc;
+  if (sig && (sig->options & DLX_SIG_NOGIL)) {
+    PyThreadState *ts = PyEval_SaveThread();
+    st.released = 1;
+    rc = k->fn(&st.pub);
+    st.released = 0;
+    PyEval_RestoreThread(ts);
+  } else {
+    rc = k->fn(&st.pub);
+  }
   if (rc != 0 || st.failed || PyErr_Occurred()) {
     if (!PyErr_Occurred())
       PyErr_Format(PyExc_RuntimeError, "kernel '%s' failed (returned %d) without an error",
-                   name, rc);
+                   k->name, rc);
     goto out;
   }
-  if (st.ret) {
-    DLManagedTensorVersioned *m = st.ret;
-    void *obj = NULL;
-    st.ret = NULL; /* stolen by the import, also when it fails */
-    if (st.ret_api->managed_tensor_to_py_object_no_sync(m, &obj)) goto out;
-    st.result = obj;
-  }
+  result = build_result(&st);
 out:;
   /* Deleters may run Python code: keep a pending error out of their way. */
   PyObject *et = NULL, *ev = NULL, *tb = NULL;
   int failed = PyErr_Occurred() != NULL;
   if (failed) PyErr_Fetch(&et, &ev, &tb);
-  for (int32_t i = 0; i < converted; ++i)
-    if (argv[i].kind == DLX_ARG_TENSOR &&
+  for (int32_t i = 0; i < converted; ++i) {
+    int32_t kind = argv[i].kind;
+    if (kind == DLX_ARG_TENSOR &&
         (slots[i].managed || slots[i].legacy || slots[i].buffer)) /* views own nothing */
       dlx_release_slot(&slots[i]);
-  if (st.ret && st.ret->deleter) st.ret->deleter(st.ret);
+    else if (kind == DLX_ARG_INTS || kind == DLX_ARG_FLOATS)
+      dlx_release_seq(&slots[i]);
+  }
+  for (int32_t j = 0; j < st.nresults; ++j) { /* results not handed out */
+    Py_CLEAR(st.results[j].obj);
+    DLManagedTensorVersioned *m = st.results[j].tensor;
+    if (m && m->deleter) m->deleter(m);
+  }
   if (failed) PyErr_Restore(et, ev, tb);
   if (failed || PyErr_Occurred()) { /* PyErr_Occurred: a deleter raised */
-    Py_CLEAR(st.result);
+    Py_CLEAR(result);
     return NULL;
   }
-  return st.result ? st.result : Py_NewRef(Py_None);
+  return result;
 }

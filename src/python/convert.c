@@ -269,13 +269,25 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
       return PyErr_Occurred() ? fail_arg(index, obj) : 0;
     }
   }
+  if (info->source == DLX_SRC_NOT_TENSOR) {
+    if (PyUnicode_Check(obj)) return dlx_convert_str(obj, index, arg, slot);
+    if (PyTuple_Check(obj) || PyList_Check(obj)) { /* torch.Size is a tuple */
+      Py_ssize_t bad = 0;
+      int rc = dlx_convert_seq(obj, 0, arg, slot, &bad);
+      if (rc == -2)
+        PyErr_Format(PyExc_TypeError,
+                     "argument %d (%.100s): element %zd is %.100s, expected an int or a float",
+                     (int)index, tp->tp_name, bad, Py_TYPE(PySequence_Fast_ITEMS(obj)[bad])->tp_name);
+      return rc ? -1 : 0;
+    }
+  }
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, index, arg, slot);
   if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, index, arg, slot);
   arg->kind = DLX_ARG_NONE;
   PyErr_Format(PyExc_TypeError,
-               "argument %d: unsupported type %.100s (expected a tensor, int, bool, float or "
-               "None)",
+               "argument %d: unsupported type %.100s (expected a tensor, int, bool, float, str, "
+               "a tuple or list of numbers, or None)",
                (int)index, tp->tp_name);
   return -1;
 as_float:
@@ -324,4 +336,99 @@ void dlx_release_slot(dlx_slot *slot) {
     PyBuffer_Release(&b->view);
     PyMem_Free(b);
   }
+}
+
+int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  Py_ssize_t len = 0;
+  const char *s = PyUnicode_AsUTF8AndSize(obj, &len); /* cached in the str: no copy after */
+  if (!s) return fail_arg(index, obj);
+  slot->seq.data = s;
+  slot->seq.len = len;
+  arg->kind = DLX_ARG_STR;
+  arg->value.seq = &slot->seq;
+  return 0;
+}
+
+static int int_like(PyObject *o) {
+  if (PyLong_Check(o)) return 1;
+  PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+  return nb && nb->nb_index && !PyFloat_Check(o); /* numpy integers */
+}
+
+static int float_like(PyObject *o) {
+  if (PyFloat_Check(o)) return 1;
+  PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+  return nb && nb->nb_float && !PyUnicode_Check(o); /* numpy float32 */
+}
+
+int dlx_convert_seq(PyObject *obj, int want, dlx_arg *arg, dlx_slot *slot, Py_ssize_t *bad) {
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject **items = PySequence_Fast_ITEMS(obj);
+  if (n > INT32_MAX) {
+    PyErr_SetString(PyExc_OverflowError, "sequence too long");
+    return -1;
+  }
+  int kind = want;
+  if (!kind) { /* all ints: ints; any float among numbers: floats */
+    kind = DLX_ARG_INTS;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (int_like(items[i])) continue;
+      if (!float_like(items[i])) return *bad = i, -2;
+      kind = DLX_ARG_FLOATS;
+    }
+  }
+  slot->heap = NULL;
+  slot->as_floats = NULL;
+  void *data = slot->scratch;
+  if (n > DLX_SCRATCH_DIMS) {
+    data = slot->heap = PyMem_RawMalloc(sizeof(int64_t) * (size_t)n);
+    if (!data) {
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  int64_t *iv = data;
+  double *fv = data;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    /* __index__/__float__ may run Python code that shrinks a list: re-read each time */
+    if (i >= PySequence_Fast_GET_SIZE(obj)) {
+      PyErr_SetString(PyExc_RuntimeError, "list changed size during conversion");
+      goto fail;
+    }
+    PyObject *o = PySequence_Fast_ITEMS(obj)[i];
+    Py_INCREF(o);
+    int ok = 1;
+    if (PyLong_CheckExact(o) || (int_like(o) && (kind == DLX_ARG_INTS || !float_like(o)))) {
+      if (kind == DLX_ARG_INTS) {
+        int overflow = 0;
+        PyObject *idx = PyLong_Check(o) ? Py_NewRef(o) : PyNumber_Index(o);
+        iv[i] = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
+        Py_XDECREF(idx);
+        if (overflow) PyErr_Format(PyExc_OverflowError, "element %zd does not fit in 64 bits", i);
+      } else {
+        PyObject *idx = PyLong_Check(o) ? Py_NewRef(o) : PyNumber_Index(o);
+        fv[i] = idx ? PyLong_AsDouble(idx) : -1.0;
+        Py_XDECREF(idx);
+      }
+    } else if (kind == DLX_ARG_FLOATS && float_like(o)) {
+      fv[i] = PyFloat_CheckExact(o) ? PyFloat_AS_DOUBLE(o) : PyFloat_AsDouble(o);
+    } else {
+      ok = 0;
+    }
+    Py_DECREF(o);
+    if (!ok) {
+      *bad = i;
+      dlx_release_seq(slot);
+      return -2;
+    }
+    if (PyErr_Occurred()) goto fail;
+  }
+  slot->seq.data = data;
+  slot->seq.len = n;
+  arg->kind = kind;
+  arg->value.seq = &slot->seq;
+  return 0;
+fail:
+  dlx_release_seq(slot);
+  return -1;
 }

@@ -16,6 +16,7 @@
 #include <Python.h>
 
 #include "dlx/dlx.h"
+#include "dlx_sig.h"
 
 #define DLX_MAX_ARGS 64
 
@@ -27,7 +28,8 @@ typedef enum {
   DLX_SRC_BUFFER = 3,     /* the buffer protocol, CPU only */
 } dlx_source;
 
-#define DLX_SCRATCH_DIMS 16 /* per-argument room for shape + strides of up to 8 dims */
+#define DLX_SCRATCH_DIMS 32 /* per-argument room for shape + strides of up to 16 dims, or
+                               the elements of an ints/floats argument of up to 32 */
 
 /* A provider's own non-owning export into per-argument scratch (dlx-internal, for
  * producers such as numpy whose strides need converting): 1 done, 0 declined (use
@@ -99,7 +101,13 @@ int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32
 /* One argument slot: what must be released after the kernel. */
 typedef struct dlx_slot {
   DLTensor view;                      /* storage for a non-owning view */
-  int64_t scratch[DLX_SCRATCH_DIMS];  /* its shape and strides, when the producer needs room */
+  union {
+    int64_t scratch[DLX_SCRATCH_DIMS]; /* its shape and strides, when the producer needs room */
+    double fscratch[DLX_SCRATCH_DIMS]; /* a floats argument's elements */
+  };
+  dlx_arg_seq seq;                    /* str / ints / floats: what value.seq points to */
+  void *heap;                         /* ints / floats beyond the scratch (PyMem_Raw) */
+  double *as_floats;                  /* ints read by dlx_arg_floats, converted once */
   DLManagedTensorVersioned *managed;  /* owned export: deleter after the call */
   DLManagedTensor *legacy;            /* owned legacy export: deleter after the call */
   void *buffer;                       /* buffer-protocol block (convert.c) */
@@ -112,10 +120,31 @@ typedef struct dlx_slot {
  * (also after a failure). */
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
 void dlx_release_slot(dlx_slot *slot);
+/* str -> DLX_ARG_STR (no copy: the UTF-8 the str object caches). -1 with an exception. */
+int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
+/* tuple/list -> DLX_ARG_INTS or DLX_ARG_FLOATS (`want`; 0: whichever the elements make).
+ * 0; -1 with an exception; -2 without one when element *bad has the wrong kind. Holds
+ * memory only when it returned 0 (dlx_release_seq frees it). */
+int dlx_convert_seq(PyObject *obj, int want, dlx_arg *arg, dlx_slot *slot, Py_ssize_t *bad);
+static inline void dlx_release_seq(dlx_slot *slot) {
+  if (slot->heap) PyMem_RawFree(slot->heap), slot->heap = NULL;
+  if (slot->as_floats && slot->as_floats != slot->fscratch + slot->seq.len)
+    PyMem_RawFree(slot->as_floats);
+  slot->as_floats = NULL;
+}
 
 /* ---- call.c ---- */
-PyObject *dlx_call_kernel(dlx_kernel_fn fn, const char *name, PyObject *const *args,
-                          Py_ssize_t nargs);
+/* What a call needs of a kernel; built once at load (library.c). */
+typedef struct dlx_kernel_info {
+  dlx_kernel_fn fn;
+  const char *name;       /* owned by the record; the library is never unloaded */
+  const dlx_sig *sig;     /* the declared signature's plan, or NULL */
+  PyObject **param_names; /* sig->nparams interned names */
+  PyObject **defaults;    /* sig->nparams default values, NULL where required */
+} dlx_kernel_info;
+
+PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
 
 /* ---- addon.c: backend selection, addon build and load (bindings of src/core) ---- */
 int dlx_addon_init(PyObject *module);

@@ -18,9 +18,13 @@
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  dlx_kernel_fn fn;
-  const char *name; /* owned by the record; the library is never unloaded */
+  dlx_kernel_info info; /* what a call needs: function, name, plan, names, defaults */
   PyObject *path;   /* the library's path, for repr (no reference to the Library: no cycle) */
+  PyObject *signature; /* the declared text, or None */
+  PyObject *doc;
+  PyObject *pysig;     /* inspect.Signature, made on first use */
+  PyObject **owned;    /* param_names then defaults: 2 * nparams references */
+  dlx_sig *plan;
 } KernelObject;
 
 typedef struct {
@@ -41,30 +45,117 @@ static PyTypeObject KernelType, LibraryType;
 static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
   KernelObject *k = (KernelObject *)self;
-  if (kwnames && PyTuple_GET_SIZE(kwnames)) {
-    PyErr_Format(PyExc_TypeError, "kernel '%s' takes positional arguments only", k->name);
-    return NULL;
-  }
-  return dlx_call_kernel(k->fn, k->name, args, PyVectorcall_NARGS(nargsf));
+  return dlx_call_kernel(&k->info, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 static void kernel_dealloc(PyObject *self) {
-  Py_XDECREF(((KernelObject *)self)->path);
+  KernelObject *k = (KernelObject *)self;
+  Py_XDECREF(k->path);
+  Py_XDECREF(k->signature);
+  Py_XDECREF(k->doc);
+  Py_XDECREF(k->pysig);
+  if (k->owned) {
+    for (int32_t i = 0; i < 2 * k->plan->nparams; ++i) Py_XDECREF(k->owned[i]);
+    PyMem_Free(k->owned);
+  }
+  dlx_sig_free(k->plan);
   Py_TYPE(self)->tp_free(self);
 }
 
 static PyObject *kernel_repr(PyObject *self) {
   KernelObject *k = (KernelObject *)self;
-  return PyUnicode_FromFormat("<dlx.Kernel %s of %R>", k->name, k->path);
+  return PyUnicode_FromFormat("<dlx.Kernel %s of %R>", k->info.name, k->path);
 }
 
 static PyObject *kernel_get_name(PyObject *self, void *closure) {
   (void)closure;
-  return PyUnicode_FromString(((KernelObject *)self)->name);
+  return PyUnicode_FromString(((KernelObject *)self)->info.name);
 }
 
-static PyGetSetDef kernel_getset[] = {{"__name__", kernel_get_name, NULL, NULL, NULL},
-                                      {NULL, NULL, NULL, NULL, NULL}};
+static PyObject *kernel_get_signature(PyObject *self, void *closure) {
+  (void)closure;
+  return Py_NewRef(((KernelObject *)self)->signature);
+}
+
+static PyObject *kernel_get_doc(PyObject *self, void *closure) {
+  (void)closure;
+  return Py_NewRef(((KernelObject *)self)->doc);
+}
+
+/* inspect.signature(kernel): built in Python (dlx/_sig.py) from _params, once. */
+static PyObject *kernel_get_pysig(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->pysig) {
+    PyObject *mod = PyImport_ImportModule("dlx._sig");
+    if (!mod) return NULL;
+    k->pysig = PyObject_CallMethod(mod, "signature", "O", self);
+    Py_DECREF(mod);
+    if (!k->pysig) return NULL;
+  }
+  return Py_NewRef(k->pysig);
+}
+
+static PyObject *type_text(const dlx_sig *s, const dlx_sig_type *t) {
+  char buf[1024];
+  dlx_sig_format_type(s, t, buf, sizeof buf);
+  return PyUnicode_FromString(buf);
+}
+
+static const char *const kind_names[] = {"", "tensor", "int", "float", "bool", "str", "ints",
+                                         "floats"};
+
+/* ((name, kind, type text, optional, default or the Ellipsis when required), ...) */
+static PyObject *kernel_get_params(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan) Py_RETURN_NONE;
+  const dlx_sig *s = k->plan;
+  PyObject *t = PyTuple_New(s->nparams);
+  for (int32_t i = 0; t && i < s->nparams; ++i) {
+    const dlx_sig_type *ty = &s->params[i].type;
+    PyObject *def = k->info.defaults[i] ? k->info.defaults[i] : Py_Ellipsis;
+    PyObject *e = Py_BuildValue("(OsNOO)", k->info.param_names[i], kind_names[ty->kind],
+                                type_text(s, ty), ty->optional ? Py_True : Py_False, def);
+    if (!e) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, i, e);
+  }
+  return t;
+}
+
+/* ((kind, type text, optional), ...), or None when the signature declares no "->" */
+static PyObject *kernel_get_results(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan || !k->plan->has_results) Py_RETURN_NONE;
+  const dlx_sig *s = k->plan;
+  PyObject *t = PyTuple_New(s->nresults);
+  for (int32_t i = 0; t && i < s->nresults; ++i) {
+    const dlx_sig_type *ty = &s->results[i];
+    PyObject *e = Py_BuildValue("(sNO)", kind_names[ty->kind], type_text(s, ty),
+                                ty->optional ? Py_True : Py_False);
+    if (!e) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, i, e);
+  }
+  return t;
+}
+
+static PyObject *kernel_get_nogil(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  return PyBool_FromLong(k->plan && (k->plan->options & DLX_SIG_NOGIL));
+}
+
+static PyGetSetDef kernel_getset[] = {
+    {"__name__", kernel_get_name, NULL, NULL, NULL},
+    {"__qualname__", kernel_get_name, NULL, NULL, NULL},
+    {"__doc__", kernel_get_doc, NULL, NULL, NULL},
+    {"__signature__", kernel_get_pysig, NULL, NULL, NULL},
+    {"signature", kernel_get_signature, NULL, "the declared signature, or None", NULL},
+    {"_params", kernel_get_params, NULL, NULL, NULL},
+    {"_results", kernel_get_results, NULL, NULL, NULL},
+    {"_nogil", kernel_get_nogil, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject KernelType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Kernel",
@@ -82,8 +173,84 @@ static PyTypeObject KernelType = {
 static const dlx_kernel_record *record_of(void *handle, const char *sym) {
   const dlx_kernel_record *r = dlsym(handle, sym);
   if (!r || r->magic != DLX_KERNEL_MAGIC || !r->fn || !r->name) return NULL;
+  /* A record of another major has another layout: only its name is read (the caller
+   * refuses it by ABI before anything else). */
   if (strcmp(r->name, sym + strlen(DLX_KERNEL_RECORD_PREFIX)) != 0) return NULL;
   return r;
+}
+
+/* Parse the declared signature once into the kernel's plan, names, defaults and doc. */
+static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
+  const char *name = k->info.name;
+  if (!text) {
+    k->signature = Py_NewRef(Py_None);
+    k->doc = PyUnicode_FromFormat(
+        "%s(*args)\n\nA dlx kernel without a declared signature: positional tensors, "
+        "int, float, bool, str, tuples or lists of numbers, or None; no checks.",
+        name);
+    return k->doc ? 0 : -1;
+  }
+  char err[256];
+  int32_t column = 0;
+  k->plan = dlx_sig_parse(text, err, sizeof err, &column);
+  if (!k->plan) {
+    if (column > 0)
+      PyErr_Format(PyExc_ImportError,
+                   "kernel '%s' in %U: malformed signature at column %d: %s\n  %s\n  %*s^",
+                   name, path, (int)column, err, text, (int)column - 1, "");
+    else
+      PyErr_Format(PyExc_ImportError, "kernel '%s' in %U: signature: %s", name, path, err);
+    return -1;
+  }
+  const dlx_sig *s = k->plan;
+  k->signature = PyUnicode_FromString(text);
+  if (!k->signature) return -1;
+  int32_t np = s->nparams;
+  k->owned = PyMem_Calloc((size_t)(2 * np + 1), sizeof(PyObject *));
+  if (!k->owned) return PyErr_NoMemory(), -1;
+  k->info.param_names = k->owned;
+  k->info.defaults = k->owned + np;
+  for (int32_t i = 0; i < np; ++i) {
+    const dlx_sig_param *p = &s->params[i];
+    if (!(k->owned[i] = PyUnicode_InternFromString(dlx_sig_param_name(s, i)))) return -1;
+    PyObject *d = NULL;
+    switch (p->def_kind) {
+      case DLX_DEF_REQUIRED: continue;
+      case DLX_DEF_NONE: d = Py_NewRef(Py_None); break;
+      case DLX_DEF_INT: d = PyLong_FromLongLong(p->def.i); break;
+      case DLX_DEF_FLOAT: d = PyFloat_FromDouble(p->def.f); break;
+      case DLX_DEF_BOOL: d = PyBool_FromLong((long)p->def.i); break;
+      case DLX_DEF_STR: d = PyUnicode_DecodeUTF8(dlx_sig_str(s, p->def_off), p->def_len, NULL); break;
+      default: /* a tuple of ints or floats */
+        d = PyTuple_New(p->def_len);
+        for (int32_t j = 0; d && j < p->def_len; ++j) {
+          PyObject *e = p->def_kind == DLX_DEF_INTS ? PyLong_FromLongLong(s->nums[p->def_off + j].i)
+                                                    : PyFloat_FromDouble(s->nums[p->def_off + j].f);
+          if (!e) Py_CLEAR(d);
+          else PyTuple_SET_ITEM(d, j, e);
+        }
+    }
+    if (!d) {
+      PyObject *et, *ev, *tb;
+      PyErr_Fetch(&et, &ev, &tb);
+      PyErr_Format(PyExc_ImportError, "kernel '%s' in %U: default of '%s' unusable (%S)", name,
+                   path, dlx_sig_param_name(s, i), ev ? ev : Py_None);
+      Py_XDECREF(et), Py_XDECREF(ev), Py_XDECREF(tb);
+      return -1;
+    }
+    k->info.defaults[i] = d;
+  }
+  /* The docstring's first line is the call as declared: "softmax(x: f32[m, n], ...) -> ..." */
+  char params[DLX_SIG_MAX_LEN * 2], results[DLX_SIG_MAX_LEN];
+  dlx_sig_format_parts(s, DLX_SIG_PART_PARAMS, params, sizeof params);
+  dlx_sig_format_parts(s, DLX_SIG_PART_RESULTS, results, sizeof results);
+  k->doc = PyUnicode_FromFormat("%s(%s)%s%s\n\nA dlx kernel; declared signature: %s%s", name,
+                                params, s->has_results ? " -> " : "", results, text,
+                                (s->options & DLX_SIG_NOGIL)
+                                    ? "\nRuns without the GIL (nogil)."
+                                    : "");
+  k->info.sig = s;
+  return k->doc ? 0 : -1;
 }
 
 typedef struct {
@@ -97,14 +264,25 @@ static void collect(void *vctx, const char *sym) {
   if (c->failed) return;
   const dlx_kernel_record *r = record_of(c->lib->handle, sym);
   if (!r) return;
-  if (DLX_ABI_MAJOR(r->abi_version) != DLX_ABI_MAJOR(DLX_ABI_VERSION)) {
-    PyErr_Format(PyExc_ImportError, "kernel '%s' was built for dlx ABI %u, this dlx is ABI %u",
-                 r->name, DLX_ABI_MAJOR(r->abi_version), DLX_ABI_MAJOR(DLX_ABI_VERSION));
+  /* A newer minor may read runtime fields this dlx lacks: refused too. */
+  if (DLX_ABI_MAJOR(r->abi_version) != DLX_ABI_MAJOR(DLX_ABI_VERSION) ||
+      DLX_ABI_MINOR(r->abi_version) > DLX_ABI_MINOR(DLX_ABI_VERSION)) {
+    PyErr_Format(PyExc_ImportError,
+                 "kernel '%s' in %U was built for dlx ABI %u.%u, this dlx is ABI %u.%u "
+                 "(rebuild the kernel against this dlx's headers, or upgrade dlx)",
+                 r->name, c->lib->path, DLX_ABI_MAJOR(r->abi_version),
+                 DLX_ABI_MINOR(r->abi_version), DLX_ABI_MAJOR(DLX_ABI_VERSION),
+                 DLX_ABI_MINOR(DLX_ABI_VERSION));
     c->failed = 1;
     return;
   }
   KernelObject *k = PyObject_New(KernelObject, &KernelType);
-  if (k) k->path = NULL; /* dealloc-safe before it is filled */
+  if (k) { /* dealloc-safe before it is filled */
+    k->path = k->signature = k->doc = k->pysig = NULL;
+    k->owned = NULL;
+    k->plan = NULL;
+    memset(&k->info, 0, sizeof k->info);
+  }
   /* Interned: `lib.NAME` in code is an interned string, so the dict hit is a pointer compare. */
   PyObject *name = PyUnicode_InternFromString(r->name);
   if (!k || !name) {
@@ -114,11 +292,19 @@ static void collect(void *vctx, const char *sym) {
     return;
   }
   k->vectorcall = kernel_vectorcall;
-  k->fn = r->fn;
-  k->name = r->name;
+  k->info.fn = r->fn;
+  k->info.name = r->name;
   k->path = Py_NewRef(c->lib->path);
   PyObject *descr = _PyType_Lookup(&LibraryType, name); /* borrowed; the type never changes */
   if (descr && Py_TYPE(descr)->tp_descr_set) c->lib->shadowed = 1;
+  /* The record's signature field exists from ABI 1.1 on. */
+  const char *sig = DLX_ABI_MINOR(r->abi_version) >= 1 ? r->signature : NULL;
+  if (bind_signature(k, sig, c->lib->path)) {
+    Py_DECREF(k);
+    Py_DECREF(name);
+    c->failed = 1;
+    return;
+  }
   if (PyDict_SetItem(c->lib->dict, name, (PyObject *)k) || PyList_Append(c->names, name))
     c->failed = 1;
   Py_DECREF(k);

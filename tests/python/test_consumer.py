@@ -64,8 +64,8 @@ def test_int_overflow_names_the_argument(kernels):
 def test_unsupported_type_names_index_and_type(kernels):
     with pytest.raises(TypeError, match=r"argument 2: unsupported type dict"):
         kernels.noop(1, 2, {})
-    with pytest.raises(TypeError, match=r"argument 0: unsupported type str"):
-        kernels.noop("x")
+    with pytest.raises(TypeError, match=r"argument 0: unsupported type object"):
+        kernels.noop(object())
 
 
 def test_accessor_kind_mismatch_is_type_error(kernels):
@@ -86,14 +86,13 @@ def test_kernel_errors_become_named_exceptions(kernels):
         kernels.fail_unknown_kind()
     with pytest.raises(RuntimeError, match="kernel 'fail_silently' failed"):
         kernels.fail_silently()
-    with pytest.raises(RuntimeError, match="more than one value"):
-        kernels.return_twice()
+    assert kernels.return_twice() == (1, 2)  # several results: a tuple in call order
 
 
 def test_too_many_args_and_keywords(kernels):
     with pytest.raises(TypeError, match="at most 64"):
         kernels.noop(*range(65))
-    with pytest.raises(TypeError, match="positional"):
+    with pytest.raises(TypeError, match=r"^noop\(\) takes no keyword arguments"):
         kernels.noop(x=1)
 
 

@@ -1,0 +1,257 @@
+/*
+ * dlx_sig.h - kernel signatures: the grammar of DLX_KERNEL(name, "sig") parsed once
+ * into a compact plan, and the per-call tensor check over that plan. Pure C, no Python.
+ *
+ *   x: f32[m, n], out: f32[m, n] mut? = None, axis: int = -1 -> f32[m, n]; nogil
+ *
+ * The plan is one heap block (dlx_sig_free releases it). The call path reads it and
+ * never writes it; per-call state lives in a dlx_sig_bindings on the caller's stack.
+ */
+#ifndef DLX_SIG_H_
+#define DLX_SIG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlx/dlpack.h"
+
+#define DLX_SIG_MAX_LEN 4096    /* characters of one signature */
+#define DLX_SIG_MAX_PARAMS 64   /* = DLX_MAX_ARGS of the runtime */
+#define DLX_SIG_MAX_RESULTS 16
+#define DLX_SIG_MAX_SYMBOLS 32  /* size symbols of one signature (a bitmask per call) */
+#define DLX_SIG_MAX_TENSOR_DIMS 32
+
+/* What a parameter or result is. */
+typedef enum {
+  DLX_SIG_TENSOR = 1,
+  DLX_SIG_INT = 2,
+  DLX_SIG_FLOAT = 3,
+  DLX_SIG_BOOL = 4,
+  DLX_SIG_STR = 5,
+  DLX_SIG_INTS = 6,
+  DLX_SIG_FLOATS = 7,
+} dlx_sig_kind;
+
+/* Dtype set bits, in grammar order; "tensor" is every bit (DLX_SIG_DT_ANY). */
+enum {
+  DLX_SIG_F16, DLX_SIG_BF16, DLX_SIG_F32, DLX_SIG_F64, DLX_SIG_I8, DLX_SIG_I16, DLX_SIG_I32,
+  DLX_SIG_I64, DLX_SIG_U8, DLX_SIG_U16, DLX_SIG_U32, DLX_SIG_U64, DLX_SIG_BOOLT, DLX_SIG_C64,
+  DLX_SIG_C128, DLX_SIG_NUM_DTYPES
+};
+#define DLX_SIG_DT_OTHER (1u << 31) /* a dtype the grammar cannot name: only "tensor" takes it */
+#define DLX_SIG_DT_ANY 0xffffffffu
+
+/* Tensor flags. */
+enum {
+  DLX_SIG_MUT = 1 << 0,
+  DLX_SIG_CONTIG = 1 << 1,
+  DLX_SIG_CPU = 1 << 2,
+  DLX_SIG_CUDA = 1 << 3,
+  DLX_SIG_ROCM = 1 << 4,
+  DLX_SIG_NPU = 1 << 5, /* kDLExtDev */
+  DLX_SIG_GPU = 1 << 6, /* any non-CPU device */
+};
+#define DLX_SIG_DEVICES (DLX_SIG_CPU | DLX_SIG_CUDA | DLX_SIG_ROCM | DLX_SIG_NPU | DLX_SIG_GPU)
+
+enum { DLX_SIG_NOGIL = 1 << 0 }; /* options */
+
+typedef enum { DLX_DIM_FIXED = 0, DLX_DIM_SYMBOL = 1, DLX_DIM_ANY = 2, DLX_DIM_ELLIPSIS = 3 } dlx_dim_kind;
+
+typedef struct dlx_sig_dim {
+  int32_t kind;   /* dlx_dim_kind */
+  int32_t sym;    /* DLX_DIM_SYMBOL: index into dlx_sig.symbols */
+  int64_t extent; /* DLX_DIM_FIXED */
+} dlx_sig_dim;
+
+typedef struct dlx_sig_type {
+  uint8_t kind;     /* dlx_sig_kind */
+  uint8_t optional; /* "?": None accepted */
+  uint16_t flags;   /* DLX_SIG_MUT, ... (tensors) */
+  uint32_t dtypes;  /* tensors: set of 1u << DLX_SIG_F16... */
+  int16_t ndims;    /* entries in dims; -1: no brackets, any shape */
+  int16_t ellipsis; /* index of "..." in dims, or -1 */
+  uint16_t dim0;    /* first entry in dlx_sig.dims */
+  uint16_t column;  /* 1-based column where the type starts, for messages */
+} dlx_sig_type;
+
+typedef enum {
+  DLX_DEF_REQUIRED = 0, /* no default */
+  DLX_DEF_NONE, DLX_DEF_INT, DLX_DEF_FLOAT, DLX_DEF_BOOL, DLX_DEF_STR, DLX_DEF_INTS,
+  DLX_DEF_FLOATS
+} dlx_def_kind;
+
+typedef struct dlx_sig_param {
+  dlx_sig_type type;
+  uint16_t name;     /* offset of the NUL-terminated name in dlx_sig.pool */
+  uint8_t def_kind;  /* dlx_def_kind */
+  uint16_t def_off;  /* DLX_DEF_STR: pool offset; DLX_DEF_INTS/FLOATS: index into nums */
+  uint16_t def_len;  /* bytes of the string, or elements of the list */
+  union {
+    int64_t i;       /* DLX_DEF_INT, DLX_DEF_BOOL */
+    double f;        /* DLX_DEF_FLOAT */
+  } def;
+} dlx_sig_param;
+
+/* A parsed signature: one block, pointers into itself. */
+typedef struct dlx_sig {
+  int32_t nparams, nrequired; /* parameters; those before the first default */
+  int32_t nresults;           /* declared results; 0 with no "->" */
+  int32_t nsymbols;
+  uint32_t options;           /* DLX_SIG_NOGIL */
+  int32_t has_results;        /* "->" was given (nresults may still be 1) */
+  const dlx_sig_param *params;
+  const dlx_sig_type *results;
+  const dlx_sig_dim *dims;
+  const uint16_t *symbols;    /* pool offsets of the symbol names */
+  const union dlx_sig_num {   /* list defaults */
+    int64_t i;
+    double f;
+  } *nums;
+  const char *pool;           /* names and string defaults, NUL-terminated */
+} dlx_sig;
+
+/* Parse `text`; NULL with a reason in err and the 1-based column of the fault in
+ * *column (0: not a fault of the text, e.g. out of memory). */
+dlx_sig *dlx_sig_parse(const char *text, char *err, size_t errlen, int32_t *column);
+void dlx_sig_free(dlx_sig *sig);
+
+static inline const char *dlx_sig_str(const dlx_sig *s, uint16_t off) { return s->pool + off; }
+static inline const char *dlx_sig_param_name(const dlx_sig *s, int32_t i) {
+  return s->pool + s->params[i].name;
+}
+/* Index of size symbol `name`, or -1. */
+int32_t dlx_sig_symbol_index(const dlx_sig *s, const char *name);
+
+/* Canonical text: the whole signature, one type, one default. Each returns the length
+ * it needed (snprintf-like: output truncated when >= len). */
+size_t dlx_sig_format(const dlx_sig *s, char *buf, size_t len);
+enum { DLX_SIG_PART_PARAMS = 1, DLX_SIG_PART_RESULTS = 2, DLX_SIG_PART_OPTIONS = 4 };
+/* Only some parts, each without its separator: "x: f32[n]", "f32[n]" or "(i64, i64)", "nogil". */
+size_t dlx_sig_format_parts(const dlx_sig *s, int parts, char *buf, size_t len);
+size_t dlx_sig_format_type(const dlx_sig *s, const dlx_sig_type *t, char *buf, size_t len);
+size_t dlx_sig_format_default(const dlx_sig *s, const dlx_sig_param *p, char *buf, size_t len);
+/* A tensor's dtype as the grammar spells it ("f32"), or a description. */
+void dlx_sig_dtype_name(DLDataType dt, char *buf, size_t len);
+
+/* ---- the per-call check ------------------------------------------------------------ */
+
+/* The dtype's bit in a dlx_sig_type.dtypes set (DLX_SIG_DT_OTHER when unnamed). */
+static inline uint32_t dlx_sig_dtype_bit(DLDataType dt) {
+  /* [code][log2(bits) - 3] for bits 8..128; kDLInt, kDLUInt, kDLFloat, -, kDLBfloat,
+   * kDLComplex, kDLBool */
+  static const int8_t table[7][5] = {
+      {DLX_SIG_I8, DLX_SIG_I16, DLX_SIG_I32, DLX_SIG_I64, -1},
+      {DLX_SIG_U8, DLX_SIG_U16, DLX_SIG_U32, DLX_SIG_U64, -1},
+      {-1, DLX_SIG_F16, DLX_SIG_F32, DLX_SIG_F64, -1},
+      {-1, -1, -1, -1, -1},
+      {-1, DLX_SIG_BF16, -1, -1, -1},
+      {-1, -1, -1, DLX_SIG_C64, DLX_SIG_C128},
+      {DLX_SIG_BOOLT, -1, -1, -1, -1}};
+  unsigned b = dt.bits;
+  int col = b == 8 ? 0 : b == 16 ? 1 : b == 32 ? 2 : b == 64 ? 3 : b == 128 ? 4 : -1;
+  if (dt.code > kDLBool || col < 0 || dt.lanes != 1) return DLX_SIG_DT_OTHER;
+  int8_t v = table[dt.code][col];
+  return v < 0 ? DLX_SIG_DT_OTHER : 1u << v;
+}
+
+/* Size symbols of one call: bound on first sight, compared afterwards. */
+typedef struct dlx_sig_bindings {
+  uint32_t bound;                        /* bit per symbol */
+  int64_t value[DLX_SIG_MAX_SYMBOLS];
+  int8_t owner[DLX_SIG_MAX_SYMBOLS];     /* parameter that bound it (-1: a result) */
+} dlx_sig_bindings;
+
+typedef enum {
+  DLX_FAULT_NONE = 0,
+  DLX_FAULT_DTYPE,    /* TypeError */
+  DLX_FAULT_NDIM,     /* ValueError from here on */
+  DLX_FAULT_EXTENT,   /* a fixed extent differs */
+  DLX_FAULT_SYMBOL,   /* a size symbol differs from its first binding */
+  DLX_FAULT_DEVICE,
+  DLX_FAULT_CONTIG,
+  DLX_FAULT_READONLY,
+} dlx_fault_code;
+
+typedef struct dlx_sig_fault {
+  int32_t code;  /* dlx_fault_code */
+  int32_t dim;   /* the tensor dimension at fault (EXTENT, SYMBOL) */
+  int32_t sym;   /* SYMBOL: which */
+} dlx_sig_fault;
+
+/* Contiguous in row-major order (extent-1 dimensions may have any stride). */
+static inline int dlx_sig_is_contig(const DLTensor *t) {
+  if (!t->strides) return 1;
+  int64_t expect = 1;
+  for (int32_t d = t->ndim - 1; d >= 0; --d) {
+    int64_t n = t->shape[d];
+    if (n == 0) return 1;
+    if (n != 1 && t->strides[d] != expect) return 0;
+    expect *= n;
+  }
+  return 1;
+}
+
+static inline int dlx_sig_device_ok(uint32_t flags, DLDeviceType dev) {
+  uint32_t want = flags & DLX_SIG_DEVICES;
+  if (!want) return 1;
+  uint32_t have = dev == kDLCPU ? DLX_SIG_CPU
+                  : dev == kDLCUDA ? DLX_SIG_CUDA | DLX_SIG_GPU
+                  : dev == kDLROCM ? DLX_SIG_ROCM | DLX_SIG_GPU
+                  : dev == kDLExtDev ? DLX_SIG_NPU | DLX_SIG_GPU
+                                     : DLX_SIG_GPU;
+  return (want & have) != 0;
+}
+
+/* Check tensor `t` of parameter `param` against its declared type, binding size symbols
+ * in `b`. 0, or -1 with `fault` filled. Inline: it runs for every tensor of a call. */
+static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DLTensor *t,
+                                       int readonly, dlx_sig_bindings *b, dlx_sig_fault *fault) {
+  const dlx_sig_type *ty = &s->params[param].type;
+  fault->dim = -1;
+  if (!(ty->dtypes & dlx_sig_dtype_bit(t->dtype))) return fault->code = DLX_FAULT_DTYPE, -1;
+  if (ty->ndims >= 0) {
+    int32_t nd = ty->ndims, lead = nd, skip = 0;
+    if (ty->ellipsis >= 0) {
+      if (t->ndim < nd - 1) return fault->code = DLX_FAULT_NDIM, -1;
+      lead = ty->ellipsis;
+      skip = t->ndim - (nd - 1); /* dimensions the "..." stands for */
+    } else if (t->ndim != nd) {
+      return fault->code = DLX_FAULT_NDIM, -1;
+    }
+    const dlx_sig_dim *dims = s->dims + ty->dim0;
+    for (int32_t k = 0; k < nd; ++k) {
+      if (k == lead) continue; /* the ellipsis entry itself */
+      int32_t d = k < lead ? k : k - 1 + skip;
+      int64_t n = t->shape[d];
+      const dlx_sig_dim *dm = &dims[k];
+      if (dm->kind == DLX_DIM_FIXED) {
+        if (n != dm->extent) return fault->code = DLX_FAULT_EXTENT, fault->dim = d, -1;
+      } else if (dm->kind == DLX_DIM_SYMBOL) {
+        uint32_t bit = 1u << dm->sym;
+        if (!(b->bound & bit)) {
+          b->bound |= bit;
+          b->value[dm->sym] = n;
+          b->owner[dm->sym] = (int8_t)param;
+        } else if (b->value[dm->sym] != n) {
+          fault->sym = dm->sym;
+          return fault->code = DLX_FAULT_SYMBOL, fault->dim = d, -1;
+        }
+      }
+    }
+  }
+  if (ty->flags) {
+    if (!dlx_sig_device_ok(ty->flags, t->device.device_type))
+      return fault->code = DLX_FAULT_DEVICE, -1;
+    if ((ty->flags & DLX_SIG_CONTIG) && !dlx_sig_is_contig(t))
+      return fault->code = DLX_FAULT_CONTIG, -1;
+    if ((ty->flags & DLX_SIG_MUT) && readonly) return fault->code = DLX_FAULT_READONLY, -1;
+  }
+  return 0;
+}
+
+/* The message of a fault, without the kernel name: "'out' has n=5 where 'x' has n=4". */
+void dlx_sig_fault_message(const dlx_sig *s, int32_t param, const DLTensor *t,
+                           const dlx_sig_bindings *b, const dlx_sig_fault *fault, char *buf,
+                           size_t len);
+
+#endif /* DLX_SIG_H_ */
