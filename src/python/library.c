@@ -157,6 +157,14 @@ static PyGetSetDef kernel_getset[] = {
     {"_nogil", kernel_get_nogil, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+/* A descriptor that binds nothing (as a builtin function): inspect.isroutine(kernel) is
+ * then true, so help() documents it as a function with its signature and docstring. */
+static PyObject *kernel_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)obj;
+  (void)type;
+  return Py_NewRef(self);
+}
+
 static PyTypeObject KernelType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Kernel",
     .tp_basicsize = sizeof(KernelObject),
@@ -166,6 +174,7 @@ static PyTypeObject KernelType = {
     .tp_dealloc = kernel_dealloc,
     .tp_repr = kernel_repr,
     .tp_getset = kernel_getset,
+    .tp_descr_get = kernel_descr_get,
     .tp_doc = "A kernel of a dlx.Library; call it with tensors and scalars.",
 };
 
@@ -194,11 +203,17 @@ static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
   int32_t column = 0;
   k->plan = dlx_sig_parse(text, err, sizeof err, &column);
   if (!k->plan) {
-    if (column > 0)
+    if (column > 0) {
+      char caret[DLX_SIG_MAX_LEN + 2]; /* under the fault; tabs kept so it lines up */
+      int32_t n = 0;
+      for (; n < column - 1 && n < DLX_SIG_MAX_LEN && text[n]; ++n)
+        caret[n] = text[n] == '\t' ? '\t' : ' ';
+      caret[n++] = '^';
+      caret[n] = 0;
       PyErr_Format(PyExc_ImportError,
-                   "kernel '%s' in %U: malformed signature at column %d: %s\n  %s\n  %*s^",
-                   name, path, (int)column, err, text, (int)column - 1, "");
-    else
+                   "kernel '%s' in %U: malformed signature at column %d: %s\n  %.4096s\n  %s", name,
+                   path, (int)column, err, text, caret);
+    } else
       PyErr_Format(PyExc_ImportError, "kernel '%s' in %U: signature: %s", name, path, err);
     return -1;
   }
