@@ -28,6 +28,64 @@ def noop_kernel(folder):
     return dlx.load(so).noop
 
 
+SIGNED = r"""#include <dlx/dlx.h>
+#include <time.h>
+DLX_KERNEL(plain) { (void)call; return 0; }
+DLX_KERNEL(signed3, "x: f32[n], y: f32[n] mut, z: f32[n]") { (void)call; return 0; }
+static int spin(dlx_call *call) {
+  int64_t ms; struct timespec a, b;
+  if (dlx_arg_int(call, 0, &ms)) return -1;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+  return 0;
+}
+DLX_KERNEL(spin_gil, "ms: int") { return spin(call); }
+DLX_KERNEL(spin_nogil, "ms: int; nogil") { return spin(call); }
+"""
+
+
+def signature_rows(folder, fx):
+    """Declared signatures: a signed 3-tensor kernel next to the same unsigned one (the
+    checks' cost per tensor), keyword vs positional binding, and 4 threads x 200 ms with
+    and without nogil."""
+    src, so = os.path.join(folder, "signed.c"), os.path.join(folder, "signed.so")
+    with open(src, "w") as f:
+        f.write(SIGNED)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", dlx.include_dir(), src, "-o", so],
+                   check=True)
+    lib = dlx.load(so)
+    print("declared signatures (same process, rounds interleaved):")
+    sets = [("numpy arrays", tuple(np.ones(16, np.float32) for _ in range(3)))]
+    if fx:
+        sets.append(("fixture tensors, CPU", tuple(fx.tensor((16,), device=(1, 0)) for _ in range(3))))
+    for what, (a, b, c) in sets:
+        plain, signed = best_ns((lib.plain, lib.signed3), (a, b, c))
+        print(f"  3 {what}: unsigned {plain:.1f} ns, signed {signed:.1f} ns -> "
+              f"{(signed - plain) / 3:+.1f} ns per tensor for the checks")
+        k = lib.signed3
+
+        def positional():
+            k(a, b, c)
+
+        def keywords():
+            k(x=a, y=b, z=c)
+
+        pos, kw = best_ns((positional, keywords), ())
+        print(f"  3 {what}, signed: positional {pos:.1f} ns, keywords {kw:.1f} ns -> "
+              f"{kw - pos:+.1f} ns for binding x=, y=, z= (both through a Python wrapper)")
+    import threading
+
+    for k in (lib.spin_gil, lib.spin_nogil):
+        ts = [threading.Thread(target=k, args=(200,)) for _ in range(4)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(f"  4 threads x a 200 ms kernel, {k.__name__}: {time.perf_counter() - t0:.2f} s wall")
+
+
 def torch_times():
     """Cold addon build into a fresh folder, and warm install() in a fresh process."""
     code = ("import time, torch, dlx.torch as dt; t = time.perf_counter(); r = dt.install(); "
@@ -250,6 +308,7 @@ def main():
                       "per call (vs the same call on CPU, which asks nothing)")
     for line in lookup + peers:
         print(line)
+    signature_rows(tmp.name, fx)
     if "torch" in sys.modules and os.environ.get("DLX_BENCH_SKIP_BUILD") != "1":
         cold, warm, source = torch_times()
         print(f"torch addon: cold build {cold:.1f} s (python -m dlx build-addon, empty cache); "

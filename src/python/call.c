@@ -466,10 +466,17 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
   dlx_slot slots[DLX_MAX_ARGS];
   dlx_sig_bindings binds;
   binds.bound = 0;
-  call_state st = {.pub = {.rt = &runtime, .args = argv, .num_args = (int32_t)nargs,
-                           .device = {kDLCPU, 0}, .stream = NULL},
-                   .k = k, .name = k->name, .slots = slots, .binds = &binds,
-                   .max_results = sig ? sig->nresults : MAX_RESULTS};
+  call_state st; /* field by field: an initializer would zero `results` on every call */
+  st.pub = (dlx_call){.rt = &runtime, .args = argv, .num_args = (int32_t)nargs,
+                      .device = {kDLCPU, 0}, .stream = NULL};
+  st.k = k;
+  st.name = k->name;
+  st.failed = st.released = 0;
+  st.nresults = 0;
+  st.max_results = sig ? sig->nresults : MAX_RESULTS;
+  st.first_api = NULL;
+  st.slots = slots;
+  st.binds = &binds;
   const dlx_slot *device_slot = NULL;
   PyObject *result = NULL;
   int32_t converted = 0;
