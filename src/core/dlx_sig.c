@@ -37,6 +37,13 @@ static const char *const dtype_names[DLX_SIG_NUM_DTYPES] = {
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
     "u8",  "u16",  "u32", "u64", "bool", "c64", "c128"};
 
+/* The DLDataType of each named dtype, in dtype_names order. */
+static const DLDataType dtype_values[DLX_SIG_NUM_DTYPES] = {
+    {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}, {kDLFloat, 32, 1}, {kDLFloat, 64, 1},
+    {kDLInt, 8, 1},    {kDLInt, 16, 1},    {kDLInt, 32, 1},   {kDLInt, 64, 1},
+    {kDLUInt, 8, 1},   {kDLUInt, 16, 1},   {kDLUInt, 32, 1},  {kDLUInt, 64, 1},
+    {kDLBool, 8, 1},   {kDLComplex, 64, 1}, {kDLComplex, 128, 1}};
+
 static const struct {
   const char *word;
   int kind;
@@ -245,6 +252,7 @@ static int parse_type(builder *b, dlx_sig_type *t) {
   memset(t, 0, sizeof *t);
   t->ndims = -1;
   t->ellipsis = -1;
+  t->dtype_exact = DLX_SIG_NO_EXACT;
   skip_ws(b);
   t->column = (uint16_t)(b->p - b->text + 1);
   const char *start = b->p;
@@ -305,6 +313,8 @@ static int parse_type(builder *b, dlx_sig_type *t) {
   if (ndtypes == 1 && t->dtypes == (1u << DLX_SIG_BOOLT) && t->ndims < 0 && !t->flags) {
     t->kind = DLX_SIG_BOOL; /* "bool" alone: the scalar */
     t->dtypes = 0;
+  } else if (ndtypes == 1 && t->dtypes != DLX_SIG_DT_ANY) {
+    t->dtype_exact = dlx_sig_dtype_packed(dtype_values[__builtin_ctz(t->dtypes)]);
   }
   (void)start;
 optional:

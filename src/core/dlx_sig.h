@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dlx/dlpack.h"
 
@@ -40,6 +41,7 @@ enum {
 };
 #define DLX_SIG_DT_OTHER (1u << 31) /* a dtype the grammar cannot name: only "tensor" takes it */
 #define DLX_SIG_DT_ANY 0xffffffffu
+#define DLX_SIG_NO_EXACT 0xffffffffu /* lanes 0xffff: no tensor has it */
 
 /* Tensor flags. */
 enum {
@@ -68,6 +70,8 @@ typedef struct dlx_sig_type {
   uint8_t optional; /* "?": None accepted */
   uint16_t flags;   /* DLX_SIG_MUT, ... (tensors) */
   uint32_t dtypes;  /* tensors: set of 1u << DLX_SIG_F16... */
+  uint32_t dtype_exact; /* a set of one: that DLDataType's 4 bytes (dlx_sig_dtype_packed),
+                           else DLX_SIG_NO_EXACT */
   int16_t ndims;    /* entries in dims; -1: no brackets, any shape */
   int16_t ellipsis; /* index of "..." in dims, or -1 */
   uint16_t dim0;    /* first entry in dlx_sig.dims */
@@ -154,6 +158,13 @@ static inline uint32_t dlx_sig_dtype_bit(DLDataType dt) {
   return v < 0 ? DLX_SIG_DT_OTHER : 1u << v;
 }
 
+/* A DLDataType's 4 bytes as one word: one compare for the common one-dtype parameter. */
+static inline uint32_t dlx_sig_dtype_packed(DLDataType dt) {
+  uint32_t w;
+  memcpy(&w, &dt, sizeof w);
+  return w;
+}
+
 /* Size symbols of one call: bound on first sight, compared afterwards. */
 typedef struct dlx_sig_bindings {
   uint32_t bound;                        /* bit per symbol */
@@ -202,44 +213,53 @@ static inline int dlx_sig_device_ok(uint32_t flags, DLDeviceType dev) {
   return (want & have) != 0;
 }
 
+/* One dimension entry against extent n (tensor dimension d). */
+static inline int dlx_sig__dim(const dlx_sig_dim *dm, int64_t n, int32_t d, int32_t param,
+                               dlx_sig_bindings *b, dlx_sig_fault *fault) {
+  if (dm->kind == DLX_DIM_FIXED) {
+    if (n != dm->extent) return fault->code = DLX_FAULT_EXTENT, fault->dim = d, -1;
+  } else if (dm->kind == DLX_DIM_SYMBOL) {
+    uint32_t bit = 1u << dm->sym;
+    if (!(b->bound & bit)) {
+      b->bound |= bit;
+      b->value[dm->sym] = n;
+      b->owner[dm->sym] = (int8_t)param;
+    } else if (b->value[dm->sym] != n) {
+      fault->sym = dm->sym;
+      return fault->code = DLX_FAULT_SYMBOL, fault->dim = d, -1;
+    }
+  }
+  return 0;
+}
+
 /* Check tensor `t` of parameter `param` against its declared type, binding size symbols
  * in `b`. 0, or -1 with `fault` filled. Inline: it runs for every tensor of a call. */
-static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DLTensor *t,
-                                       int readonly, dlx_sig_bindings *b, dlx_sig_fault *fault) {
-  const dlx_sig_type *ty = &s->params[param].type;
-  fault->dim = -1;
-  if (!(ty->dtypes & dlx_sig_dtype_bit(t->dtype))) return fault->code = DLX_FAULT_DTYPE, -1;
+static inline int dlx_sig_check_type(const dlx_sig *s, const dlx_sig_type *ty, int32_t param,
+                                     const DLTensor *t, int readonly, dlx_sig_bindings *b,
+                                     dlx_sig_fault *fault) {
+  if (dlx_sig_dtype_packed(t->dtype) != ty->dtype_exact &&
+      !(ty->dtypes & dlx_sig_dtype_bit(t->dtype)))
+    return fault->code = DLX_FAULT_DTYPE, fault->dim = -1, -1;
   if (ty->ndims >= 0) {
-    int32_t nd = ty->ndims, lead = nd, skip = 0;
-    if (ty->ellipsis >= 0) {
-      if (t->ndim < nd - 1) return fault->code = DLX_FAULT_NDIM, -1;
-      lead = ty->ellipsis;
-      skip = t->ndim - (nd - 1); /* dimensions the "..." stands for */
-    } else if (t->ndim != nd) {
-      return fault->code = DLX_FAULT_NDIM, -1;
-    }
     const dlx_sig_dim *dims = s->dims + ty->dim0;
-    for (int32_t k = 0; k < nd; ++k) {
-      if (k == lead) continue; /* the ellipsis entry itself */
-      int32_t d = k < lead ? k : k - 1 + skip;
-      int64_t n = t->shape[d];
-      const dlx_sig_dim *dm = &dims[k];
-      if (dm->kind == DLX_DIM_FIXED) {
-        if (n != dm->extent) return fault->code = DLX_FAULT_EXTENT, fault->dim = d, -1;
-      } else if (dm->kind == DLX_DIM_SYMBOL) {
-        uint32_t bit = 1u << dm->sym;
-        if (!(b->bound & bit)) {
-          b->bound |= bit;
-          b->value[dm->sym] = n;
-          b->owner[dm->sym] = (int8_t)param;
-        } else if (b->value[dm->sym] != n) {
-          fault->sym = dm->sym;
-          return fault->code = DLX_FAULT_SYMBOL, fault->dim = d, -1;
-        }
-      }
+    int32_t nd = ty->ndims;
+    if (ty->ellipsis < 0) {
+      if (t->ndim != nd) return fault->code = DLX_FAULT_NDIM, fault->dim = -1, -1;
+      const int64_t *shape = t->shape;
+      for (int32_t d = 0; d < nd; ++d)
+        if (dlx_sig__dim(&dims[d], shape[d], d, param, b, fault)) return -1;
+    } else {
+      int32_t lead = ty->ellipsis, skip = t->ndim - (nd - 1); /* dims the "..." stands for */
+      if (skip < 0) return fault->code = DLX_FAULT_NDIM, fault->dim = -1, -1;
+      for (int32_t k = 0; k < lead; ++k)
+        if (dlx_sig__dim(&dims[k], t->shape[k], k, param, b, fault)) return -1;
+      for (int32_t k = lead + 1; k < nd; ++k)
+        if (dlx_sig__dim(&dims[k], t->shape[k - 1 + skip], k - 1 + skip, param, b, fault))
+          return -1;
     }
   }
   if (ty->flags) {
+    fault->dim = -1;
     if (!dlx_sig_device_ok(ty->flags, t->device.device_type))
       return fault->code = DLX_FAULT_DEVICE, -1;
     if ((ty->flags & DLX_SIG_CONTIG) && !dlx_sig_is_contig(t))
@@ -247,6 +267,11 @@ static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DL
     if ((ty->flags & DLX_SIG_MUT) && readonly) return fault->code = DLX_FAULT_READONLY, -1;
   }
   return 0;
+}
+
+static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DLTensor *t,
+                                       int readonly, dlx_sig_bindings *b, dlx_sig_fault *fault) {
+  return dlx_sig_check_type(s, &s->params[param].type, param, t, readonly, b, fault);
 }
 
 /* The message of a fault, without the kernel name: "'out' has n=5 where 'x' has n=4". */

@@ -339,10 +339,25 @@ static int bad_element(const dlx_kernel_info *k, int32_t i, PyObject *obj, Py_ss
   return -1;
 }
 
-/* Convert argument i as its declared type says and check it; -1 with an exception (the
- * slot then holds something to release exactly when arg->kind is DLX_ARG_TENSOR). */
-static int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
-                            dlx_slot *slot, dlx_sig_bindings *binds) {
+/* A declared tensor that failed conversion's kind or the plan's check (cold). */
+static int tensor_refused(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
+                          dlx_slot *slot, const dlx_sig_bindings *binds,
+                          const dlx_sig_fault *fault) {
+  if (a->kind != DLX_ARG_TENSOR) {
+    if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) dlx_release_seq(slot);
+    a->kind = DLX_ARG_NONE; /* nothing left for the caller to release */
+    return wrong_kind(k, i, obj);
+  }
+  char msg[512];
+  dlx_sig_fault_message(k->sig, i, a->value.tensor, binds, fault, msg, sizeof msg);
+  PyErr_Format(fault->code == DLX_FAULT_DTYPE ? PyExc_TypeError : PyExc_ValueError, "%s(): %s",
+               k->name, msg);
+  return -1;
+}
+
+/* Every declared kind but a tensor, and None (cold next to tensors). */
+static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
+                         dlx_slot *slot) {
   const dlx_sig_type *ty = &k->sig->params[i].type;
   a->readonly = 0;
   if (obj == Py_None) {
@@ -352,21 +367,6 @@ static int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, 
     return 0;
   }
   switch (ty->kind) {
-    case DLX_SIG_TENSOR: {
-      if (dlx_convert_arg(obj, i, a, slot)) return -1;
-      if (a->kind != DLX_ARG_TENSOR) {
-        if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) dlx_release_seq(slot);
-        return wrong_kind(k, i, obj);
-      }
-      dlx_sig_fault fault;
-      if (dlx_sig_check_tensor(k->sig, i, a->value.tensor, a->readonly, binds, &fault) == 0)
-        return 0;
-      char msg[512];
-      dlx_sig_fault_message(k->sig, i, a->value.tensor, binds, &fault, msg, sizeof msg);
-      PyErr_Format(fault.code == DLX_FAULT_DTYPE ? PyExc_TypeError : PyExc_ValueError, "%s(): %s",
-                   k->name, msg);
-      return -1;
-    }
     case DLX_SIG_INT:
     case DLX_SIG_FLOAT: {
       int is_float = PyFloat_Check(obj);
@@ -376,7 +376,7 @@ static int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, 
         if (nb && nb->nb_index) {
           PyObject *v = PyNumber_Index(obj);
           if (!v) return -1;
-          int rc = convert_declared(k, i, v, a, slot, binds);
+          int rc = convert_other(k, i, v, a, slot);
           Py_DECREF(v);
           return rc;
         }
@@ -408,14 +408,32 @@ static int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, 
     case DLX_SIG_STR:
       if (!PyUnicode_Check(obj)) return wrong_kind(k, i, obj);
       return dlx_convert_str(obj, i, a, slot);
-    default: { /* DLX_SIG_INTS, DLX_SIG_FLOATS */
+    case DLX_SIG_INTS:
+    case DLX_SIG_FLOATS: {
       if (!PyTuple_Check(obj) && !PyList_Check(obj)) return wrong_kind(k, i, obj);
       Py_ssize_t bad = 0;
       int rc = dlx_convert_seq(obj, ty->kind == DLX_SIG_INTS ? DLX_ARG_INTS : DLX_ARG_FLOATS, a,
                                slot, &bad);
       return rc == -2 ? bad_element(k, i, obj, bad) : rc;
     }
+    default: /* a tensor given None */
+      return wrong_kind(k, i, obj);
   }
+}
+
+/* Convert argument i as its declared type says and check it; -1 with an exception (the
+ * slot then holds something to release exactly when arg->kind is DLX_ARG_TENSOR).
+ * A tensor is the hot case: converted as any argument, then checked against the plan. */
+static inline int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj,
+                                   dlx_arg *a, dlx_slot *slot, dlx_sig_bindings *binds) {
+  const dlx_sig_type *ty = &k->sig->params[i].type;
+  if (ty->kind != DLX_SIG_TENSOR || obj == Py_None) return convert_other(k, i, obj, a, slot);
+  if (dlx_convert_arg(obj, i, a, slot)) return -1;
+  dlx_sig_fault fault;
+  if (a->kind == DLX_ARG_TENSOR &&
+      dlx_sig_check_type(k->sig, ty, i, a->value.tensor, a->readonly, binds, &fault) == 0)
+    return 0;
+  return tensor_refused(k, i, obj, a, slot, binds, &fault);
 }
 
 /* The kernel's results: None, the one value, or a tuple in call order. Steals them. */
