@@ -167,10 +167,13 @@ static inline uint32_t dlx_sig_dtype_packed(DLDataType dt) {
 
 /* Size symbols of one call: bound on first sight, compared afterwards. */
 typedef struct dlx_sig_bindings {
-  uint32_t bound;                        /* bit per symbol */
-  int64_t value[DLX_SIG_MAX_SYMBOLS];
-  int8_t owner[DLX_SIG_MAX_SYMBOLS];     /* parameter that bound it (-1: a result) */
+  int64_t value[DLX_SIG_MAX_SYMBOLS];    /* -1 until bound (extents are never negative) */
+  int8_t owner[DLX_SIG_MAX_SYMBOLS];     /* parameter that bound it */
 } dlx_sig_bindings;
+
+static inline void dlx_sig_bindings_init(dlx_sig_bindings *b, const dlx_sig *s) {
+  for (int32_t k = 0; k < s->nsymbols; ++k) b->value[k] = -1;
+}
 
 typedef enum {
   DLX_FAULT_NONE = 0,
@@ -216,18 +219,15 @@ static inline int dlx_sig_device_ok(uint32_t flags, DLDeviceType dev) {
 /* One dimension entry against extent n (tensor dimension d). */
 static inline int dlx_sig__dim(const dlx_sig_dim *dm, int64_t n, int32_t d, int32_t param,
                                dlx_sig_bindings *b, dlx_sig_fault *fault) {
-  if (dm->kind == DLX_DIM_FIXED) {
-    if (n != dm->extent) return fault->code = DLX_FAULT_EXTENT, fault->dim = d, -1;
-  } else if (dm->kind == DLX_DIM_SYMBOL) {
-    uint32_t bit = 1u << dm->sym;
-    if (!(b->bound & bit)) {
-      b->bound |= bit;
-      b->value[dm->sym] = n;
+  if (dm->kind == DLX_DIM_SYMBOL) {
+    int64_t *v = &b->value[dm->sym];
+    if (*v != n) { /* unbound (-1): bind it; bound: a fault */
+      if (*v >= 0) return fault->sym = dm->sym, fault->code = DLX_FAULT_SYMBOL, fault->dim = d, -1;
+      *v = n;
       b->owner[dm->sym] = (int8_t)param;
-    } else if (b->value[dm->sym] != n) {
-      fault->sym = dm->sym;
-      return fault->code = DLX_FAULT_SYMBOL, fault->dim = d, -1;
     }
+  } else if (dm->kind == DLX_DIM_FIXED && n != dm->extent) {
+    return fault->code = DLX_FAULT_EXTENT, fault->dim = d, -1;
   }
   return 0;
 }
@@ -246,8 +246,8 @@ static inline int dlx_sig_check_type(const dlx_sig *s, const dlx_sig_type *ty, i
     if (ty->ellipsis < 0) {
       if (t->ndim != nd) return fault->code = DLX_FAULT_NDIM, fault->dim = -1, -1;
       const int64_t *shape = t->shape;
-      for (int32_t d = 0; d < nd; ++d)
-        if (dlx_sig__dim(&dims[d], shape[d], d, param, b, fault)) return -1;
+      for (int32_t d = 0; d != nd; ++d)
+        if (dlx_sig__dim(dims + d, shape[d], d, param, b, fault)) return -1;
     } else {
       int32_t lead = ty->ellipsis, skip = t->ndim - (nd - 1); /* dims the "..." stands for */
       if (skip < 0) return fault->code = DLX_FAULT_NDIM, fault->dim = -1, -1;

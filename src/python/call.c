@@ -214,7 +214,7 @@ static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
   if (k < 0)
     return fail(st, "ValueError", "%s(): dlx_size: '%s' is not a size symbol of its signature",
                 st->name, symbol ? symbol : "(null)");
-  if (!(st->binds->bound & (1u << k)))
+  if (st->binds->value[k] < 0)
     return fail(st, "ValueError",
                 "%s(): dlx_size: size symbol '%s' is not bound in this call (no tensor given "
                 "has it)",
@@ -483,7 +483,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
   dlx_arg argv[DLX_MAX_ARGS];
   dlx_slot slots[DLX_MAX_ARGS];
   dlx_sig_bindings binds;
-  binds.bound = 0;
+  if (sig) dlx_sig_bindings_init(&binds, sig);
   call_state st; /* field by field: an initializer would zero `results` on every call */
   st.pub = (dlx_call){.rt = &runtime, .args = argv, .num_args = (int32_t)nargs,
                       .device = {kDLCPU, 0}, .stream = NULL};

@@ -253,13 +253,15 @@ static void test_check(void **state) {
   (void)state;
   dlx_sig *s = ok("x: f32[m, n], y: f32|f64[..., 3] contig, z: tensor cuda, "
                   "out: f32[m, n] mut? = None");
-  dlx_sig_bindings b = {0};
+  dlx_sig_bindings b;
+  dlx_sig_bindings_init(&b, s);
   dlx_sig_fault f;
   tensor x;
   make(&x, F32, 2, (int64_t[]){4, 4});
   assert_int_equal(dlx_sig_check_tensor(s, 0, &x.t, 0, &b, &f), 0);
-  assert_int_equal(b.bound, 3);
+  assert_int_equal(b.value[0], 4); /* m and n bound by x */
   assert_int_equal(b.value[1], 4);
+  assert_int_equal(b.owner[1], 0);
   tensor out;
   make(&out, F32, 2, (int64_t[]){4, 5});
   check_msg(s, 3, &out, &b, DLX_FAULT_SYMBOL, "'out' has n=5 where 'x' has n=4");

@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t shape[2] = {3, 4}, strides[2] = {4, 1};
   DLTensor x = {.data = NULL, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},
                 .shape = shape, .strides = strides, .byte_offset = 0};
-  dlx_sig_bindings b = {0};
+  dlx_sig_bindings b;
+  dlx_sig_bindings_init(&b, s);
   for (int32_t i = 0; i < s->nparams; ++i) {
     if (s->params[i].type.kind != DLX_SIG_TENSOR) continue;
     dlx_sig_fault f;
