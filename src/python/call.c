@@ -421,17 +421,15 @@ static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx
   }
 }
 
-/* Convert argument i as its declared type says and check it; -1 with an exception (the
- * slot then holds something to release exactly when arg->kind is DLX_ARG_TENSOR).
- * A tensor is the hot case: converted as any argument, then checked against the plan. */
-static inline int convert_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj,
-                                   dlx_arg *a, dlx_slot *slot, dlx_sig_bindings *binds) {
-  const dlx_sig_type *ty = &k->sig->params[i].type;
-  if (ty->kind != DLX_SIG_TENSOR || obj == Py_None) return convert_other(k, i, obj, a, slot);
-  if (dlx_convert_arg(obj, i, a, slot)) return -1;
+/* A declared tensor parameter, converted as any argument: check it against the plan; -1
+ * with an exception (the slot then holds something to release exactly when arg->kind is
+ * DLX_ARG_TENSOR). */
+static inline int check_declared(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
+                                 dlx_slot *slot, dlx_sig_bindings *binds) {
   dlx_sig_fault fault;
   if (a->kind == DLX_ARG_TENSOR &&
-      dlx_sig_check_type(k->sig, ty, i, a->value.tensor, a->readonly, binds, &fault) == 0)
+      dlx_sig_check_type(k->sig, &k->sig->params[i].type, i, a->value.tensor, a->readonly,
+                         binds, &fault) == 0)
     return 0;
   return tensor_refused(k, i, obj, a, slot, binds, &fault);
 }
@@ -500,8 +498,14 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
   int32_t converted = 0;
   for (; converted < nargs; ++converted) {
     dlx_arg *a = &argv[converted];
-    int rc = sig ? convert_declared(k, converted, objs[converted], a, &slots[converted], &binds)
-                 : dlx_convert_arg(objs[converted], converted, a, &slots[converted]);
+    PyObject *obj = objs[converted];
+    int rc;
+    /* One call site of dlx_convert_arg, so that it inlines: tensors (declared or not) and
+     * undeclared arguments go through it; declared scalars, lists and None do not. */
+    if (sig && (sig->params[converted].type.kind != DLX_SIG_TENSOR || obj == Py_None))
+      rc = convert_other(k, converted, obj, a, &slots[converted]);
+    else if ((rc = dlx_convert_arg(obj, converted, a, &slots[converted])) == 0 && sig)
+      rc = check_declared(k, converted, obj, a, &slots[converted], &binds);
     if (rc) {
       if (a->kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
         PyObject *et, *ev, *tb;

@@ -204,6 +204,21 @@ static int from_buffer(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slo
   return 0;
 }
 
+/* str, or a tuple/list (torch.Size is a tuple) of numbers. Out of line: the scalar and
+ * tensor paths of dlx_convert_arg stay small enough to inline into the call. */
+__attribute__((noinline)) static int convert_str_or_list(PyObject *obj, int32_t index,
+                                                         dlx_arg *arg, dlx_slot *slot) {
+  if (PyUnicode_Check(obj)) return dlx_convert_str(obj, index, arg, slot);
+  Py_ssize_t bad = 0;
+  int rc = dlx_convert_seq(obj, 0, arg, slot, &bad);
+  if (rc == -2)
+    PyErr_Format(PyExc_TypeError,
+                 "argument %d (%.100s): element %zd is %.100s, expected an int or a float",
+                 (int)index, Py_TYPE(obj)->tp_name, bad,
+                 Py_TYPE(PySequence_Fast_ITEMS(obj)[bad])->tp_name);
+  return rc ? -1 : 0;
+}
+
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
   PyTypeObject *tp = Py_TYPE(obj);
   arg->readonly = 0;
@@ -269,18 +284,9 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
       return PyErr_Occurred() ? fail_arg(index, obj) : 0;
     }
   }
-  if (info->source == DLX_SRC_NOT_TENSOR) {
-    if (PyUnicode_Check(obj)) return dlx_convert_str(obj, index, arg, slot);
-    if (PyTuple_Check(obj) || PyList_Check(obj)) { /* torch.Size is a tuple */
-      Py_ssize_t bad = 0;
-      int rc = dlx_convert_seq(obj, 0, arg, slot, &bad);
-      if (rc == -2)
-        PyErr_Format(PyExc_TypeError,
-                     "argument %d (%.100s): element %zd is %.100s, expected an int or a float",
-                     (int)index, tp->tp_name, bad, Py_TYPE(PySequence_Fast_ITEMS(obj)[bad])->tp_name);
-      return rc ? -1 : 0;
-    }
-  }
+  if (info->source == DLX_SRC_NOT_TENSOR &&
+      (PyUnicode_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj)))
+    return convert_str_or_list(obj, index, arg, slot);
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, index, arg, slot);
   if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, index, arg, slot);
