@@ -3,8 +3,8 @@
 # native exchange table, numpy 2, JAX, tvm-ffi) under the machine's default python3,
 # beside Debian's /usr/bin/python3 (torch 1.13, numpy 1.24).
 #
-# Idempotent and quick: the venv holds a stamp with the hash of the pinned requirements
-# (and of the interpreter it was made from); when both match, nothing runs.
+# Idempotent and quick: the venv holds a stamp with the hash of the pinned requirements;
+# when it matches and the venv's interpreter runs, nothing else happens.
 # Usage: scripts/setup_venv.sh [VENV_DIR]   (default: .venv beside this repo's root)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,13 +12,13 @@ venv=${1:-$root/.venv}
 req=$root/scripts/venv-requirements.txt
 base=${DLX_VENV_PYTHON:-python3}
 stamp=$venv/.dlx-requirements.sha256
-want="$(sha256sum "$req" | cut -d' ' -f1) $("$base" -c 'import sys; print(sys.version.split()[0])')"
-if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$venv/bin/python" -c '' 2>/dev/null; then
   exit 0
 fi
-if [ ! -x "$venv/bin/python" ]; then
+if ! "$venv/bin/python" -c '' 2>/dev/null; then  # absent, or its base interpreter is gone
   echo "setup: creating $venv from $(command -v "$base") ($("$base" --version))" >&2
-  "$base" -m venv "$venv"
+  "$base" -m venv --clear "$venv"
 fi
 echo "setup: installing $req into $venv (torch comes from the local CPU wheel)" >&2
 # (pip warns about every package the machine's local indexes lack: not news)

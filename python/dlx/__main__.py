@@ -189,8 +189,9 @@ def main(argv=None, platform=None):
         return check_main(rest)
     if cmd == "bench":
         from .bench import main as bench_main
+        from .bench_tvmffi import main as tvmffi_main
 
-        return bench_main()
+        return bench_main() or tvmffi_main()
     print(USAGE, file=sys.stderr)
     return 2
 
