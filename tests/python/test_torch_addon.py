@@ -44,10 +44,9 @@ def record():
     return dt.Record("addon", "cpu", path, ident)
 
 
-@pytest.fixture(params=["addon", "native"])
-def table(request, record):
-    """The table in force on torch.Tensor for the test: the addon, or torch's native one."""
-    if request.param == "native":
+def _in_force(kind, record):
+    """Put `kind` ('addon' or 'native') in force on torch.Tensor; yields its Record."""
+    if kind == "native":
         if NATIVE is None:
             pytest.skip(f"torch {torch.__version__} has no native exchange table "
                         "(torch >= 2.10 ships one)")
@@ -64,6 +63,18 @@ def table(request, record):
         yield record
     finally:
         torch.Tensor.__dlpack_c_exchange_api__ = NATIVE
+
+
+@pytest.fixture(params=["addon", "native"])
+def table(request, record):
+    """The table in force on torch.Tensor for the test: the addon, or torch's native one."""
+    yield from _in_force(request.param, record)
+
+
+@pytest.fixture
+def addon(record):
+    """The addon in force on torch.Tensor, on any torch (its own refusals are tested)."""
+    yield from _in_force("addon", record)
 
 
 def cli(*args, env=None, check=False):
@@ -395,7 +406,7 @@ _IMPORT_LAYOUT = """
 import ctypes, sys
 import numpy as np, torch, dlx, dlx.torch as dt
 from dlpack_ctypes import DLManagedTensorVersioned, DELETER, table_of
-dt.install()
+torch.Tensor.__dlpack_c_exchange_api__ = dt.ensure_addon("cpu")[2]  # the addon, any torch
 api = table_of(dlx.exchange_api(torch.Tensor))
 np_api = table_of(dlx.exchange_api(np.ndarray))
 deleted = []
@@ -461,7 +472,7 @@ def test_import_refuses_layouts_torch_cannot_hold(record, case):
 
 
 @pytest.mark.parametrize("shape", [(2**40, 2**40), (-1, 3), (2**62,)])
-def test_allocator_refuses_shapes_torch_cannot_hold(record, shape):
+def test_allocator_refuses_shapes_torch_cannot_hold(addon, shape):
     api = table_of(dlx.exchange_api(torch.Tensor))
     dims = (ctypes.c_int64 * len(shape))(*shape)
     proto = DLTensor(None, DLDevice(1, 0), len(shape), DLDataType(2, 64, 1), dims, None, 0)
@@ -472,7 +483,7 @@ def test_allocator_refuses_shapes_torch_cannot_hold(record, shape):
     assert len(errors) == 1 and errors[0][0] == "BufferError", errors
 
 
-def test_complex32_maps_to_dlpack_complex32_both_ways(record, kernels):
+def test_complex32_maps_to_dlpack_complex32_both_ways(table, kernels):
     """torch.complex32 (ComplexHalf) is (kDLComplex, 32), as torch 1.13's own to_dlpack says."""
     api = table_of(dlx.exchange_api(torch.Tensor))
     t = torch.zeros(3, dtype=torch.complex32)
