@@ -316,3 +316,20 @@ def test_d_overlay_over_torchs_own_table():
     assert overlay == native and all(native.values())  # ... every conversion is torch's
     assert out["cpu_stream"] == [0, 0] and out["cpu_call"] == 0
     assert_tensor_checks(out["tensors"])
+
+
+@pytest.mark.skipif(not NATIVE, reason=f"torch {TORCH_MM} has no native exchange table "
+                                       "(torch >= 2.10 ships one)")
+def test_e_first_npu_call_lays_the_overlay():
+    """Nobody calls install(): the first torch tensor that reaches a kernel does, also when
+    torch brings its own table, so NPU kernels never get the native table's no-stream."""
+    out = scenario("""
+        import dlx, torch, torch_npu, npu_scenarios as S
+        t = torch.ones(4, device=torch_npu.DEVICE_TYPE)
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            got = S.report().report_stream(t)
+        result({"got": got, "s": s.npu_stream, "record": dlx.torch.installed()._asdict()})
+    """)
+    assert out["got"] == out["s"] != 0
+    assert out["record"]["source"] == "native+stream"
