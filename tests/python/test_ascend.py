@@ -199,7 +199,7 @@ def test_b_cpu_addon_with_the_runtime_provider(addons):
         out.update(path=path, inactive=inactive, counters=[c0, c1],
                    installed=dt.installed(), info=_core.provider_info())
         result(out)
-    """, env={"DLX_DISABLE_TORCH_ADDON": "1"})  # the table set here stays: no autosetup
+    """)
     assert out["path"] == addons["cpu"] and out["installed"] is None
     assert out["inactive"] == 0
     assert_npu_streams(out)
