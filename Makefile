@@ -2,8 +2,18 @@
 PYTHON ?= /usr/bin/python3
 BUILD  ?= build
 PYPATH := $(CURDIR)/$(BUILD)/python:$(CURDIR)/$(BUILD)/fixtures
+# The second environment: .venv (torch 2.13, numpy 2, JAX, tvm-ffi) from the default python3,
+# with its own build of dlx and the fixtures (build-venv/, linked into the venv).
+VENV        ?= .venv
+VENV_BUILD  ?= build-venv
+VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
+VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/python:$(CURDIR)/$(VENV_BUILD)/fixtures
 
-.PHONY: all build setup demo test test-c test-python test-install bench bench-ir bench-venv-dlx clean
+.PHONY: all build setup venv build-venv demo test test-c test-python test-python-venv \
+        test-install bench bench-ir clean sanitize fuzz fuzz-build
+SAN_BUILD    ?= build-asan
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 300
 
 all: build
 
@@ -14,11 +24,22 @@ build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
 	@cmake --build $(BUILD) -j2
 
+venv:
+	@bash scripts/setup_venv.sh $(CURDIR)/$(VENV)
+
+# dlx built for the venv's interpreter; a .pth file makes it importable from anywhere.
+build-venv: setup venv
+	@cmake -S . -B $(VENV_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	       -DPython3_EXECUTABLE=$(VENV_PYTHON) >/dev/null
+	@cmake --build $(VENV_BUILD) -j2
+	@$(VENV_PYTHON) scripts/venv_link.py $(CURDIR)/$(VENV_BUILD)/python
+
 demo: build
 	PYTHONPATH=$(PYPATH) $(PYTHON) examples/demo.py
 
-test: build
-	$(MAKE) --no-print-directory test-c test-python test-install
+# C tests once; Python tests under Debian's interpreter and under the venv's.
+test: build build-venv
+	$(MAKE) --no-print-directory test-c test-python test-python-venv test-install
 
 test-c:
 	ctest --test-dir $(BUILD) --output-on-failure
@@ -26,36 +47,54 @@ test-c:
 test-python:
 	PYTHONPATH=$(PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
 
+test-python-venv:
+	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) -m pytest \
+	  tests/python -q -p no:cacheprovider
+
 # The wheel, installed into a fresh venv, used from outside the tree (tests/install/run.sh).
 test-install:
 	bash tests/install/run.sh $(PYTHON) $(CURDIR)/$(BUILD)/install-test
 
-bench: build
-	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
-	@if [ -n "$(BENCH_VENV)" ] && $(MAKE) --no-print-directory bench-venv-dlx; then \
-	  PYTHONPATH=$(CURDIR)/$(BUILD)/venv/python DLX_BENCH_PEERS=$(CURDIR)/$(BUILD)/bench-ir/$(notdir $(abspath $(dir $(BENCH_VENV))/..)) \
-	    $(BENCH_VENV) -m dlx bench; fi
-
-# Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), for
-# this interpreter and, when a venv exists (torch 2.13, numpy 2, tvm-ffi), for it too:
-# dlx is built for the venv's interpreter into $(BUILD)/venv.
-BENCH_VENV ?= $(firstword $(wildcard .venv/bin/python .venv-bench/bin/python))
+# Times per call (python -m dlx bench) under both interpreters; the peers' rows appear once
+# `make bench-ir` has built them for that interpreter.
 PYTHON_PREFIX = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
-bench-ir: build
-	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))
-	@if [ -z "$(BENCH_VENV)" ]; then \
-	  echo "bench-ir: no .venv (torch 2.13, numpy 2, tvm-ffi): those rows are skipped"; \
-	elif $(MAKE) --no-print-directory bench-venv-dlx; then \
-	  PYTHONPATH=$(CURDIR)/$(BUILD)/venv/python $(BENCH_VENV) bench/bench_ir.py \
-	    --out $(BUILD)/bench-ir/$(notdir $(abspath $(dir $(BENCH_VENV))/..)); \
-	fi
+bench: build build-venv
+	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
+	PYTHONPATH=$(VENV_PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(VENV))) $(VENV_PYTHON) -m dlx bench
 
-# dlx built for the venv's interpreter, for the bench targets.
-bench-venv-dlx:
-	@cmake -S . -B $(BUILD)/venv -DPython3_EXECUTABLE=$(abspath $(BENCH_VENV)) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && \
-	cmake --build $(BUILD)/venv -j2 --target dlx_ext dlx_package >/dev/null || \
-	{ echo "bench: dlx does not build for $(BENCH_VENV) yet: its rows are pending"; exit 1; }
+# Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
+# Debian's interpreter (torch 1.13 addon, numpy 1.24) and the venv (torch 2.13, numpy 2, tvm-ffi).
+bench-ir: build build-venv
+	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))
+	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV))
+
+# ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the
+# Python tests in Debian's interpreter with the ASan runtime preloaded (it must come
+# first; libstdc++ too, or ASan cannot intercept C++ throws from torch, dlopened later)
+# and without leak detection (CPython leaves its own objects alive at exit).
+# PYTHONMALLOC=malloc: ASan sees Python objects too, not pymalloc's arenas.
+# --capture=sys: a sanitizer report (fd 2) reaches the log, not a dying test's capture.
+# Deselected: a C++ kernel's std::bad_alloc, because ASan's operator new reports an
+# impossible size and aborts instead of throwing (allocator_may_return_null cannot change it).
+SAN_UBSAN := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+SAN_DESELECT := --deselect "tests/python/test_cxx_kernels.py::test_exception_becomes_runtime_error[throws_bad_alloc-]"
+sanitize: setup
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) \
+	  -DDLX_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(SAN_BUILD) -j2
+	ASAN_OPTIONS=detect_leaks=1 $(SAN_UBSAN) ctest --test-dir $(SAN_BUILD) --output-on-failure
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+	  ASAN_OPTIONS=detect_leaks=0 $(SAN_UBSAN) PYTHONMALLOC=malloc \
+	  PYTEST_ADDOPTS='--capture=sys $(SAN_DESELECT) '"$$PYTEST_ADDOPTS" \
+	  $(MAKE) --no-print-directory test-python BUILD=$(SAN_BUILD)
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c, clang) in $(FUZZ_BUILD), FUZZ_SECONDS each.
+fuzz-build: setup
+	@cmake -S tests/fuzz -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j2
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(VENV_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what dlx needs from Debian's archive, only when something is missing.
 # Idempotent: a machine that has everything runs no apt-get at all.
+# Then creates .venv (scripts/setup_venv.sh), idempotent and quick as well.
 set -euo pipefail
 pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev pybind11-dev
       python3-venv pkg-config
-      libcmocka-dev)
+      libcmocka-dev ninja-build)  # ninja: tvm-ffi's load_inline (the venv's tests and bench)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,3 +18,5 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
+# The second test environment, .venv: today's frameworks under the default python3.
+bash "$(dirname "${BASH_SOURCE[0]}")/setup_venv.sh"

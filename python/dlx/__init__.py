@@ -30,6 +30,17 @@ def _torch_autosetup():
 _core.register_lazy_setup("torch", "Tensor", _torch_autosetup)
 
 
+def _jax_autosetup():
+    import jax
+
+    _core._install_jax(jax.Array)
+
+
+# JAX arrays: dlx's provider (read-only exports, results as jax.Array), installed by the
+# first jax.Array that reaches a call; importing dlx never imports jax.
+_core.register_lazy_setup("jax", "Array", _jax_autosetup)
+
+
 def __getattr__(name):
     """`dlx.torch` after a plain `import dlx`: imported on first use, so that importing
     dlx never imports torch."""

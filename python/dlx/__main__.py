@@ -80,6 +80,18 @@ def _stream_source(rec):
             "runtime provider")
 
 
+def _table_reason(rec, torch):
+    """Why install() chose the record's table."""
+    if rec.source == "addon":
+        return (f"torch {torch.__version__} has no __dlpack_c_exchange_api__; dlx compiled "
+                "one against it")
+    why = f"torch {torch.__version__} ships its own __dlpack_c_exchange_api__; nothing is compiled"
+    if rec.source == "native+stream":
+        why += (f"; its table answers no {rec.backend} stream, so dlx lays its stream "
+                "overlay over it")
+    return why
+
+
 def doctor():
     import dlx
 
@@ -124,6 +136,7 @@ def doctor():
             try:
                 rec = dt.install()
                 print(f"table in force: {rec.source} (backend {rec.backend})")
+                print(f"  why: {_table_reason(rec, torch)}")
                 if rec.path:
                     print(f"  addon: {rec.path}\n  identity: {rec.identity}")
                 print(f"  streams: {_stream_source(rec)}")
@@ -190,8 +203,9 @@ def main(argv=None, platform=None):
         return 0
     if cmd == "bench":
         from .bench import main as bench_main
+        from .bench_tvmffi import main as tvmffi_main
 
-        return bench_main()
+        return bench_main() or tvmffi_main()
     print(USAGE, file=sys.stderr)
     return 2
 

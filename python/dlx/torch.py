@@ -193,12 +193,33 @@ def install():
         return _record
 
 
+def _table_is_torchs_own(torch):
+    """True when torch.Tensor has no table or the one torch shipped; False when someone
+    else put one there (that one is theirs: the autosetup leaves it alone)."""
+    cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if cap is None:
+        return True
+    native = getattr(torch._C, "_dlpack_exchange_api", None)
+    if native is None:
+        return False
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    try:
+        return get(cap, b"dlpack_exchange_api") == get(native(), b"dlpack_exchange_api")
+    except ValueError:  # not an exchange-table capsule: not torch's
+        return False
+
+
 def _autosetup():
-    """Run by dlx._core the first time a torch tensor reaches a kernel call."""
+    """Run by dlx._core the first time a torch tensor reaches a kernel call (before its
+    table is read: torch's own native table gets the NPU stream overlay with torch_npu)."""
     import warnings
 
     try:
-        install()
+        if _table_is_torchs_own(_torch()):
+            install()
     except Exception as e:  # the call still works through __dlpack__
         warnings.warn(f"dlx: torch exchange table not installed ({type(e).__name__}: {e}); "
                       "torch tensors go through __dlpack__", RuntimeWarning, stacklevel=2)

@@ -7,6 +7,7 @@
  *   call.c     the per-call path: convert, pick device and stream, run, return
  *   library.c  dlx.Library / dlx.Kernel and kernel discovery
  *   numpy_table.c  dlx's exchange table for numpy.ndarray
+ *   jax_table.c    dlx's exchange table for jax.Array (read-only exports)
  *   module.c   module init and the small module-level functions
  */
 #ifndef DLX_PY_H_
@@ -97,6 +98,9 @@ const DLPackExchangeAPI *dlx_numpy_table(void);
 /* The numpy provider's fast view (see dlx_scratch_view_fn). */
 int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
                            int32_t *readonly);
+
+/* ---- jax_table.c: dlx's exchange table for jax.Array (module function _install_jax) ---- */
+int dlx_jax_init(PyObject *module);
 
 /* One argument slot: what must be released after the kernel. */
 typedef struct dlx_slot {

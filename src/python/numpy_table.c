@@ -16,6 +16,12 @@
 
 #include "dlx_core.h"
 
+/* numpy 2 moved the item size out of the public descriptor struct and gave an accessor
+ * for it (an inline function, npy_2_compat.h); numpy 1.x headers have neither. */
+#if NPY_ABI_VERSION < 0x02000000
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
+
 #define FREE_LIST_MAX 256
 
 /* One managed export: the DLPack struct first, so the deleter can cast back. */
@@ -65,7 +71,7 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
   if (!PyArray_ISNBO(d->byteorder)) {
     PyErr_Format(PyExc_BufferError,
                  "numpy dtype '%c%c%d' has non-native byte order; DLPack needs native order",
-                 d->byteorder, d->kind, d->elsize);
+                 d->byteorder, d->kind, (int)PyDataType_ELSIZE(d));
     return -1;
   }
   uint8_t code;
@@ -85,7 +91,7 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
       return -1;
     }
   }
-  *out = (DLDataType){code, (uint8_t)(d->elsize * 8), 1};
+  *out = (DLDataType){code, (uint8_t)(PyDataType_ELSIZE(d) * 8), 1};
   return 0;
 }
 

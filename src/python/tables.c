@@ -23,8 +23,8 @@ static struct {
 } provider_views[8]; /* dlx's own providers' fast views */
 static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
 /* list of (module name, type name, callback): run once, the first time a subclass of
- * that type arrives without a table (how torch gets its table without `import dlx`
- * ever compiling anything) */
+ * that type is looked up, before its own table is read (how torch gets its table, or
+ * its native one the NPU stream overlay, without `import dlx` ever compiling anything) */
 static PyObject *lazy_setups;
 unsigned long long dlx_stat_type_lookups;
 
@@ -128,6 +128,13 @@ static int run_lazy_setup(PyTypeObject *tp) {
 static int discover(PyTypeObject *tp, dlx_type_info *info) {
   const char *who = tp->tp_name;
   PyObject *attr;
+  /* Before the attribute: a type may bring its own table and still need setting up
+   * (torch 2.x with torch_npu: dlx lays its NPU stream overlay over the native table). */
+  if (PyList_GET_SIZE(lazy_setups)) {
+    int ran = run_lazy_setup(tp);
+    if (ran < 0) return -1;
+    if (ran) return discover(tp, info); /* the setup may have installed a table */
+  }
   if (type_attr(tp, str_api_attr, &attr)) return -1;
   if (attr) {
     info->api = dlx_table_from_capsule(attr, who);
@@ -146,11 +153,6 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
     info->api = dlx_table_validate(p, who);
     if (!info->api) goto fail;
     goto table;
-  }
-  if (PyList_GET_SIZE(lazy_setups)) {
-    int ran = run_lazy_setup(tp);
-    if (ran < 0) return -1;
-    if (ran) return discover(tp, info); /* the setup may have installed a table */
   }
   /* Providers are registered for exact types; walking the MRO serves subclasses. */
   PyObject *mro = tp->tp_mro;
@@ -234,7 +236,7 @@ static PyObject *register_lazy_setup(PyObject *self, PyObject *args) {
 static PyMethodDef table_methods[] = {
     {"register_lazy_setup", register_lazy_setup, METH_VARARGS,
      "register_lazy_setup(module, type_name, callback): call callback() once, the first time "
-     "an instance of module.type_name (or a subclass) arrives without an exchange table"},
+     "an instance of module.type_name (or a subclass) is looked up, before its own table"},
     {NULL, NULL, 0, NULL}};
 
 int dlx_tables_init(PyObject *module) {

@@ -176,6 +176,13 @@ def address(capsule):
     return ctypes.addressof(table_of(capsule))
 
 
+def functions(capsule):
+    """The table's function pointers by name, as ints (0 for NULL)."""
+    api = table_of(capsule)
+    return {name: ctypes.cast(getattr(api, name), ctypes.c_void_p).value or 0
+            for name, _ in ExchangeAPI._fields_ if name not in ("version", "prev_api")}
+
+
 def ask(capsule, device_type, device_id):
     """current_work_stream of the table in `capsule`, called directly: (rc, stream)."""
     s = ctypes.c_void_p()

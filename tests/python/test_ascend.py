@@ -30,7 +30,18 @@ pytestmark = pytest.mark.skipif(
 # The scenarios import npu_scenarios and dlpack_ctypes from here.
 SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python")])
 kDLExtDev = 12
-NPU_ADDON = re.compile(r"libdlx_torch_1\.13_torch_npu_[0-9a-f]{12}\.so$")
+try:
+    import torch
+except ImportError:  # the module's tests skip (the stand-in needs torch)
+    torch = None
+TORCH_MM = ".".join(torch.__version__.split(".")[:2]) if torch else "?"
+NPU_ADDON = re.compile(rf"libdlx_torch_{re.escape(TORCH_MM)}_torch_npu_[0-9a-f]{{12}}\.so$")
+# torch >= 2.10 ships its own table: install() lays dlx's stream overlay over it, and the
+# compiled torch_npu addon is what `build-addon` makes on request.
+NATIVE = torch is not None and torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is not None
+# On torch 2.x the stand-in renames PrivateUse1 "npu" (torch 1.13 cannot).
+DEVICE = "npu" if torch is not None and hasattr(torch.utils, "rename_privateuse1_backend") \
+    else "privateuseone"
 
 
 def scenario(code, env=None):
@@ -121,9 +132,14 @@ def test_doctor_shows_torch_npu_the_provider_and_the_table(addons, tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert re.search(r"^backend: torch_npu — torch\.npu is present", out, re.M), out
-    assert "table in force: addon (backend torch_npu)" in out, out
-    assert f"  addon: {addons['torch_npu']}\n" in out, out
-    assert re.search(r"identity: .*backend=torch_npu", out), out
+    if NATIVE:  # torch's conversions, dlx's NPU stream: nothing compiled for it
+        assert "table in force: native+stream (backend torch_npu)" in out, out
+        assert "dlx lays its stream overlay over it" in out, out
+        assert "torch_npu devices from the runtime provider (overlay)" in out, out
+    else:
+        assert "table in force: addon (backend torch_npu)" in out, out
+        assert f"  addon: {addons['torch_npu']}\n" in out, out
+        assert re.search(r"identity: .*backend=torch_npu", out), out
     assert re.search(r"^stream providers \(active backend torch_npu", out, re.M), out
     assert "  torch_npu: torch_npu._C._npu_getCurrentRawStream" in out, out
     assert re.search(r"^\s+12 -> torch_npu while that backend is active", out, re.M), out
@@ -131,9 +147,18 @@ def test_doctor_shows_torch_npu_the_provider_and_the_table(addons, tmp_path):
 
 
 def test_a_addon_built_with_torch_npu(addons):
+    """torch 1.13: what install() puts in force. torch 2.x: built and put in force on
+    request; its streams are its own compiled getter's, never the native table's."""
     out = scenario("""
         import torch, torch_npu, dlx.torch as dt, npu_scenarios as S
-        rec = dt.install()
+        from dlx import _core
+        if torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is None:
+            rec = dt.install()
+        else:
+            path, ident, cap = dt.ensure_addon("torch_npu")
+            S.set_table(cap)
+            _core.set_active_backend("torch_npu")
+            rec = dt.Record("addon", "torch_npu", path, ident)
         c0 = S.counters()
         out = S.npu_stream_checks()
         c1 = S.counters()
@@ -148,7 +173,11 @@ def test_a_addon_built_with_torch_npu(addons):
     assert cxx1 - cxx0 == out["kernel_calls"]
     assert provider1 == provider0 == 0
     t = out["tensors"]
-    assert t["device"] == "privateuseone:0" and t["made_device"] == "privateuseone:0"
+    assert_tensor_checks(out["tensors"])
+
+
+def assert_tensor_checks(t):
+    assert t["device"] == f"{DEVICE}:0" and t["made_device"] == f"{DEVICE}:0"
     assert t["after_fill"] == [[0, -1, -1, -1], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert t["sum"] == 57 and t["sum_view"] == 45
     assert t["made"] == [0, 1, 2, 3, 4]
@@ -251,3 +280,56 @@ def test_overlay_keeps_the_native_table_alive(addons):
         assert S.ask(torch.Tensor.__dlpack_c_exchange_api__, S.kDLCUDA, 4) == (0, 0xC0DA0004)
     """), env={"PYTHONPATH": SCENARIO_PATH}, check=False)
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+
+
+@pytest.mark.skipif(not NATIVE, reason=f"torch {TORCH_MM} has no native exchange table "
+                                       "(torch >= 2.10 ships one)")
+def test_d_overlay_over_torchs_own_table():
+    """The real thing: torch 2.x's own table converts, dlx's overlay answers the NPU
+    stream; per thread, inside torch.npu.stream(s); CPU asks nothing."""
+    out = scenario("""
+        import ctypes, dlx, torch, torch_npu, dlx.torch as dt, npu_scenarios as S
+        native = torch.Tensor.__dlpack_c_exchange_api__
+        rec = dt.install()
+        cap = torch.Tensor.__dlpack_c_exchange_api__
+        c0 = S.counters()
+        out = S.npu_stream_checks()
+        c1 = S.counters()
+        out.update(record=rec._asdict(), counters=[c0, c1], tensors=S.tensor_checks(),
+                   replaced=S.address(cap) != S.address(native),
+                   in_force=S.address(dlx.exchange_api(torch.Tensor)) == S.address(cap),
+                   functions=[S.functions(cap), S.functions(native)],
+                   cpu_stream=S.ask(cap, S.kDLCPU, 0),
+                   cpu_call=S.report().report_stream(torch.ones(3)))
+        result(out)
+    """)
+    assert out["record"] == {"source": "native+stream", "backend": "torch_npu", "path": None,
+                             "identity": None}
+    assert out["replaced"] and out["in_force"]
+    assert_npu_streams(out)
+    (cxx0, provider0), (cxx1, provider1) = out["counters"]
+    assert provider1 - provider0 == out["kernel_calls"]  # dlx's provider: once per call
+    assert cxx1 == cxx0 == 0  # nothing compiled against torch_npu
+    overlay, native = out["functions"]
+    stream = overlay.pop("current_work_stream")
+    assert stream != native.pop("current_work_stream")  # the stream is dlx's ...
+    assert overlay == native and all(native.values())  # ... every conversion is torch's
+    assert out["cpu_stream"] == [0, 0] and out["cpu_call"] == 0
+    assert_tensor_checks(out["tensors"])
+
+
+@pytest.mark.skipif(not NATIVE, reason=f"torch {TORCH_MM} has no native exchange table "
+                                       "(torch >= 2.10 ships one)")
+def test_e_first_npu_call_lays_the_overlay():
+    """Nobody calls install(): the first torch tensor that reaches a kernel does, also when
+    torch brings its own table, so NPU kernels never get the native table's no-stream."""
+    out = scenario("""
+        import dlx, torch, torch_npu, npu_scenarios as S
+        t = torch.ones(4, device=torch_npu.DEVICE_TYPE)
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            got = S.report().report_stream(t)
+        result({"got": got, "s": s.npu_stream, "record": dlx.torch.installed()._asdict()})
+    """)
+    assert out["got"] == out["s"] != 0
+    assert out["record"]["source"] == "native+stream"

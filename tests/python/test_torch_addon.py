@@ -1,5 +1,7 @@
-"""The torch addon against Debian's real torch 1.13 (no native exchange table):
-selection, building, the identity-keyed cache, the installed table, and the CLI."""
+"""dlx's torch tables against a real torch: the addon (compiled against torch; the only
+table torch 1.13 can have) and torch's own native table (torch >= 2.10 ships one; the venv
+has torch 2.13). Selection, building, the identity-keyed cache, the installed table, the
+CLI; every kernel, stream and allocation test runs over each table this torch can have."""
 import ctypes
 import os
 import re
@@ -18,13 +20,61 @@ from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTen
 torch = pytest.importorskip("torch")
 import dlx.torch as dt  # noqa: E402
 
-NAME = re.compile(r"libdlx_torch_1\.13_cpu_[0-9a-f]{12}\.so$")
+TORCH_MM = ".".join(torch.__version__.split(".")[:2])  # "1.13", "2.13"
+NAME = re.compile(rf"libdlx_torch_{re.escape(TORCH_MM)}_cpu_[0-9a-f]{{12}}\.so$")
+# torch's own table, as torch shipped it (None for torch < 2.10); read before dlx installs.
+NATIVE = torch.Tensor.__dict__.get("__dlpack_c_exchange_api__")
+# What a fresh process runs to get the addon: install() where it is the table torch gets,
+# ensure_addon() (what build-addon does) where torch keeps its native table.
+ADDON = ("dt.install()" if NATIVE is None
+         else "dt.Record('addon', 'cpu', *dt.ensure_addon('cpu')[:2])")
+needs_native = pytest.mark.skipif(
+    NATIVE is None, reason=f"torch {torch.__version__} has no native exchange table "
+                           "(torch >= 2.10 ships one)")
 
 
 @pytest.fixture(scope="module")
 def record():
-    """install() into the session cache: built once, shared by this module."""
-    return dt.install()
+    """The addon for this torch, built once into the session cache. Where torch has a
+    native table, install() keeps that one, so the addon is built on request (as
+    `build-addon` does) and not put in force here."""
+    if NATIVE is None:
+        return dt.install()
+    path, ident, _ = dt.ensure_addon("cpu")
+    return dt.Record("addon", "cpu", path, ident)
+
+
+def _in_force(kind, record):
+    """Put `kind` ('addon' or 'native') in force on torch.Tensor; yields its Record."""
+    if kind == "native":
+        if NATIVE is None:
+            pytest.skip(f"torch {torch.__version__} has no native exchange table "
+                        "(torch >= 2.10 ships one)")
+        rec = dt.install()
+        assert rec == ("native", "cpu", None, None)
+        assert torch.Tensor.__dlpack_c_exchange_api__ is NATIVE
+        yield rec
+        return
+    if NATIVE is None:
+        yield record
+        return
+    torch.Tensor.__dlpack_c_exchange_api__ = dt.ensure_addon("cpu")[2]  # cached: no build
+    try:
+        yield record
+    finally:
+        torch.Tensor.__dlpack_c_exchange_api__ = NATIVE
+
+
+@pytest.fixture(params=["addon", "native"])
+def table(request, record):
+    """The table in force on torch.Tensor for the test: the addon, or torch's native one."""
+    yield from _in_force(request.param, record)
+
+
+@pytest.fixture
+def addon(record):
+    """The addon in force on torch.Tensor, on any torch (its own refusals are tested)."""
+    yield from _in_force("addon", record)
 
 
 def cli(*args, env=None, check=False):
@@ -48,19 +98,38 @@ def test_dlx_backend_forces_a_choice(monkeypatch):
         dt.backend()
 
 
-def test_install_builds_and_sets_the_table(record, kernels):
+def test_addon_is_built_into_the_cache(record, kernels):
     assert record.source == "addon" and record.backend == "cpu"
     assert NAME.search(record.path) and os.path.dirname(record.path) == dt.cache_dir()
-    assert "torch=1.13" in record.identity and "backend=cpu" in record.identity
-    assert dt.install() is record  # once per process
-    assert dlx.exchange_api(torch.Tensor) is not None
-    assert torch.Tensor.__dlpack_c_exchange_api__ is not None
+    assert f"torch={TORCH_MM}" in record.identity and "backend=cpu" in record.identity
+    if NATIVE is None:
+        assert dt.install() is record  # once per process
+        assert dlx.exchange_api(torch.Tensor) is not None
+        assert torch.Tensor.__dlpack_c_exchange_api__ is not None
     mode = os.stat(record.path).st_mode
     assert stat.S_IMODE(mode) & 0o022 == 0
     assert stat.S_IMODE(os.stat(dt.cache_dir()).st_mode) == 0o700
 
 
-def test_kernels_with_torch_tensors(record, kernels):
+@needs_native
+def test_native_table_is_kept_and_nothing_compiled(tmp_path):
+    out = run_python(
+        "import dlx, dlx.torch as dt, torch, ctypes\n"
+        "native = torch.Tensor.__dlpack_c_exchange_api__\n"
+        "r = dt.install()\n"
+        "get = ctypes.pythonapi.PyCapsule_GetPointer\n"
+        "get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]\n"
+        "ptr = lambda c: get(c, b'dlpack_exchange_api')\n"
+        "print(r.source, r.backend, r.path, r.identity,\n"
+        "      torch.Tensor.__dlpack_c_exchange_api__ is native,\n"
+        "      ptr(dlx.exchange_api(torch.Tensor)) == ptr(torch._C._dlpack_exchange_api()))\n",
+        env={"DLX_CACHE_DIR": str(tmp_path / "c")})
+    assert out.stdout.split() == ["native", "cpu", "None", "None", "True", "True"]
+    assert "building" not in out.stderr
+    assert not (tmp_path / "c").exists() or os.listdir(tmp_path / "c") == []  # nothing built
+
+
+def test_kernels_with_torch_tensors(table, kernels):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     cases = {
         "contiguous": base,
@@ -79,7 +148,7 @@ def test_kernels_with_torch_tensors(record, kernels):
     assert base[:, 1].tolist() == [9.0] * 4 and float(base.sum()) == 276 - (1 + 7 + 13 + 19) + 36
 
 
-def test_new_tensor_comes_back_as_torch(record, kernels):
+def test_new_tensor_comes_back_as_torch(table, kernels):
     like = torch.ones(2)
     r = kernels.arange(5, like)
     assert isinstance(r, torch.Tensor) and r.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
@@ -87,7 +156,7 @@ def test_new_tensor_comes_back_as_torch(record, kernels):
     assert r2.dtype == torch.bfloat16 and r2.shape == (2, 3)
 
 
-def test_saxpy_example_with_torch(record, examples):
+def test_saxpy_example_with_torch(table, examples):
     x = torch.arange(4, dtype=torch.float32)
     y = torch.ones(8, dtype=torch.float32)[::2]
     examples.saxpy.saxpy(x, y, 2.0)
@@ -96,7 +165,7 @@ def test_saxpy_example_with_torch(record, examples):
 
 # ---- the installed table: conformance is dlx.check's (test_check.py); interop here ----
 
-def test_import_runs_the_producers_deleter_once(record):
+def test_import_runs_the_producers_deleter_once(table):
     """numpy's export imported by torch's table: the numpy deleter runs when torch frees it."""
     import numpy as np
 
@@ -118,7 +187,7 @@ def test_import_runs_the_producers_deleter_once(record):
 # ---- the cache ----
 
 def test_warm_install_loads_without_building(record):
-    out = run_python("import dlx.torch as dt; r = dt.install(); print(r.source, r.path)")
+    out = run_python(f"import dlx.torch as dt; r = {ADDON}; print(r.source, r.path)")
     assert out.stdout.split() == ["addon", record.path]
     assert "building" not in out.stderr
 
@@ -134,16 +203,20 @@ def test_first_torch_call_sets_torch_up(record):
     out = run_python(
         "import dlx, torch, os\n"
         "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
-        "assert torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is None\n"
-        "print(k.sum(torch.ones(3)), dlx.torch.installed().source)\n")
-    assert out.stdout.split() == ["3.0", "addon"]
+        "native = torch.Tensor.__dict__.get('__dlpack_c_exchange_api__')\n"
+        "print(k.sum(torch.ones(3)), dlx.torch.installed().source,\n"
+        "      torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is native)\n")
+    # torch 1.13: the first call builds and puts the addon in force (it replaced None);
+    # a native table is kept as it is
+    assert out.stdout.split() == (["3.0", "addon", "False"] if NATIVE is None
+                                  else ["3.0", "native", "True"])
 
 
 def test_disable_keeps_the_dlpack_path():
     out = run_python("import dlx.torch as dt, torch\n"
                      "print(dt.install(), hasattr(torch.Tensor, '__dlpack_c_exchange_api__'))",
                      env={"DLX_DISABLE_TORCH_ADDON": "1"})
-    assert out.stdout.split() == ["None", "False"]
+    assert out.stdout.split() == ["None", str(NATIVE is not None)]  # torch's own, untouched
 
 
 def test_native_table_is_reused(record):
@@ -171,7 +244,7 @@ def _copy_into(record, folder):
 
 
 def _install_from(folder):
-    return run_python("import dlx.torch as dt; r = dt.install(); print(r.path)",
+    return run_python(f"import dlx.torch as dt; r = {ADDON}; print(r.path)",
                       env={"DLX_CACHE_DIR": str(folder)})
 
 
@@ -217,7 +290,7 @@ def test_group_writable_cache_folder_is_refused(tmp_path):
     folder = tmp_path / "c"
     folder.mkdir()
     os.chmod(folder, 0o777)
-    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(folder)},
+    r = run_python(f"import dlx.torch as dt; {ADDON}", env={"DLX_CACHE_DIR": str(folder)},
                    check=False)
     assert r.returncode != 0 and "PermissionError" in r.stderr and "writable" in r.stderr
 
@@ -287,9 +360,16 @@ def test_cache_list_and_clean(record, tmp_path):
 def test_doctor_reports_what_it_found(record):
     r = cli("doctor", check=True)
     out = r.stdout
-    for expected in ("interpreter: ", "torch 1.13", "C++11 ABI 1", "backend: cpu",
-                     "table in force: addon", record.path, "cache: ", "compiler: ",
-                     "stream providers", "device map"):
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    if NATIVE is None:
+        table = ["table in force: addon (backend cpu)", record.path,
+                 f"why: torch {torch.__version__} has no __dlpack_c_exchange_api__"]
+    else:
+        table = ["table in force: native (backend cpu)",
+                 f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
+                 "nothing is compiled"]
+    for expected in ("interpreter: ", f"torch {TORCH_MM}", f"C++11 ABI {abi}", "backend: cpu",
+                     *table, "cache: ", "compiler: ", "stream providers", "device map"):
         assert expected in out, expected
 
 
@@ -301,7 +381,7 @@ def test_torch_npu_build_against_the_stand_in(tmp_path):
     r = cli("build-addon", "--build-with-ascend")  # the session cache: shared with test_ascend
     assert r.returncode == 0, r.stderr
     path = r.stdout.strip()
-    assert re.search(r"libdlx_torch_1\.13_torch_npu_[0-9a-f]{12}\.so$", path)
+    assert re.search(rf"libdlx_torch_{re.escape(TORCH_MM)}_torch_npu_[0-9a-f]{{12}}\.so$", path)
     lib = ctypes.CDLL(str(standin / "lib" / "libtorch_npu.so"))
     lib.dlx_standin_npu_set_stream.argtypes = [ctypes.c_int, ctypes.c_void_p]
     lib.dlx_standin_npu_default_stream.restype = ctypes.c_void_p
@@ -326,7 +406,7 @@ _IMPORT_LAYOUT = """
 import ctypes, sys
 import numpy as np, torch, dlx, dlx.torch as dt
 from dlpack_ctypes import DLManagedTensorVersioned, DELETER, table_of
-dt.install()
+torch.Tensor.__dlpack_c_exchange_api__ = dt.ensure_addon("cpu")[2]  # the addon, any torch
 api = table_of(dlx.exchange_api(torch.Tensor))
 np_api = table_of(dlx.exchange_api(np.ndarray))
 deleted = []
@@ -392,7 +472,7 @@ def test_import_refuses_layouts_torch_cannot_hold(record, case):
 
 
 @pytest.mark.parametrize("shape", [(2**40, 2**40), (-1, 3), (2**62,)])
-def test_allocator_refuses_shapes_torch_cannot_hold(record, shape):
+def test_allocator_refuses_shapes_torch_cannot_hold(addon, shape):
     api = table_of(dlx.exchange_api(torch.Tensor))
     dims = (ctypes.c_int64 * len(shape))(*shape)
     proto = DLTensor(None, DLDevice(1, 0), len(shape), DLDataType(2, 64, 1), dims, None, 0)
@@ -403,7 +483,7 @@ def test_allocator_refuses_shapes_torch_cannot_hold(record, shape):
     assert len(errors) == 1 and errors[0][0] == "BufferError", errors
 
 
-def test_complex32_maps_to_dlpack_complex32_both_ways(record, kernels):
+def test_complex32_maps_to_dlpack_complex32_both_ways(table, kernels):
     """torch.complex32 (ComplexHalf) is (kDLComplex, 32), as torch 1.13's own to_dlpack says."""
     api = table_of(dlx.exchange_api(torch.Tensor))
     t = torch.zeros(3, dtype=torch.complex32)

@@ -1,0 +1,155 @@
+/*
+ * jax_table.c - a DLPack exchange table for jax.Array, written by dlx.
+ *
+ * JAX brings no exchange table, and its arrays are immutable: what a kernel gets from
+ * one must be read-only, and a kernel's new result for a call that passed JAX arrays
+ * should come back as a jax.Array. This provider does both through JAX's own DLPack
+ * entry points, so it needs no link to jaxlib:
+ *   export   array.__dlpack__(max_version=(1, 3)); JAX answers with a legacy capsule,
+ *            which is wrapped into a versioned tensor flagged READ_ONLY
+ *   import   jax.dlpack.from_dlpack(host array): dlx's numpy table turns the tensor
+ *            into an ndarray first (JAX takes objects, not capsules)
+ *   allocate host memory through dlx's numpy table (JAX on the CPU)
+ *   stream   none: JAX exposes no per-thread stream to ask
+ * Registered lazily (python/dlx/__init__.py): the first jax.Array that reaches a call
+ * installs it, so `import dlx` never imports jax.
+ */
+#include "dlx_py.h"
+
+/* A legacy export seen as a versioned one: JAX's tensor and deleter, dlx's flags. */
+typedef struct jax_export {
+  DLManagedTensorVersioned m;
+  DLManagedTensor *legacy;
+} jax_export;
+
+static PyObject *from_dlpack; /* jax.dlpack.from_dlpack, looked up once */
+
+static void legacy_deleter(DLManagedTensorVersioned *m) {
+  jax_export *e = (jax_export *)m;
+  if (e->legacy->deleter) e->legacy->deleter(e->legacy);
+  PyMem_RawFree(e);
+}
+
+static PyObject *call_dunder_dlpack(PyObject *obj) {
+  static PyObject *name, *kwnames, *max_version;
+  if (!name) {
+    name = PyUnicode_InternFromString("__dlpack__");
+    kwnames = Py_BuildValue("(s)", "max_version");
+    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    if (!name || !kwnames || !max_version) return NULL;
+  }
+  PyObject *argv[3] = {NULL, obj, max_version};
+  return PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+}
+
+static int jax_from_py(void *py_object, DLManagedTensorVersioned **out) {
+  PyObject *cap = call_dunder_dlpack(py_object);
+  if (!cap) return -1;
+  int rc = -1;
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    PyCapsule_SetName(cap, "used_dltensor_versioned"); /* consumed: ours to delete */
+    m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    *out = m;
+    rc = 0;
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    jax_export *e = PyMem_RawMalloc(sizeof *e);
+    if (!e) {
+      PyErr_NoMemory(); /* the capsule keeps the tensor and frees it */
+    } else {
+      DLManagedTensor *legacy = PyCapsule_GetPointer(cap, "dltensor");
+      PyCapsule_SetName(cap, "used_dltensor");
+      *e = (jax_export){.m = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+                              .manager_ctx = legacy,
+                              .deleter = legacy_deleter,
+                              .flags = DLPACK_FLAG_BITMASK_READ_ONLY,
+                              .dl_tensor = legacy->dl_tensor},
+                        .legacy = legacy};
+      *out = &e->m;
+      rc = 0;
+    }
+  } else {
+    PyErr_Format(PyExc_TypeError, "%.100s.__dlpack__() returned %.100s, not a DLPack capsule",
+                 Py_TYPE(py_object)->tp_name, Py_TYPE(cap)->tp_name);
+  }
+  Py_DECREF(cap);
+  return rc;
+}
+
+static int jax_to_py(DLManagedTensorVersioned *m, void **out) {
+  const DLPackExchangeAPI *np = dlx_numpy_table();
+  if (!from_dlpack) {
+    PyObject *mod = PyImport_ImportModule("jax.dlpack");
+    from_dlpack = mod ? PyObject_GetAttrString(mod, "from_dlpack") : NULL;
+    Py_XDECREF(mod);
+  }
+  if (!np || !from_dlpack) {
+    if (m->deleter) m->deleter(m); /* the import owns `m`, also when it fails */
+    return -1;
+  }
+  void *arr = NULL;
+  if (np->managed_tensor_to_py_object_no_sync(m, &arr)) return -1; /* it released `m` */
+  PyObject *r = PyObject_CallOneArg(from_dlpack, arr);
+  Py_DECREF((PyObject *)arr);
+  if (!r) return -1;
+  *out = r;
+  return 0;
+}
+
+static int jax_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
+                     void (*SetError)(void *, const char *, const char *)) {
+  if (proto->device.device_type != kDLCPU) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "dlx's JAX provider allocates host memory only, not device type %d",
+             (int)proto->device.device_type);
+    SetError(ctx, "ValueError", msg);
+    return -1;
+  }
+  const DLPackExchangeAPI *np = dlx_numpy_table();
+  if (!np) {
+    PyErr_Clear();
+    SetError(ctx, "ImportError", "dlx's JAX provider needs numpy to allocate");
+    return -1;
+  }
+  return np->managed_tensor_allocator(proto, out, ctx, SetError);
+}
+
+static int jax_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  (void)device_type;
+  (void)device_id;
+  *out = NULL; /* JAX has no current stream to ask; its CPU arrays need none */
+  return 0;
+}
+
+static const DLPackExchangeAPI jax_api = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
+    .managed_tensor_allocator = jax_alloc,
+    .managed_tensor_from_py_object_no_sync = jax_from_py,
+    .managed_tensor_to_py_object_no_sync = jax_to_py,
+    .dltensor_from_py_object_no_sync = NULL,
+    .current_work_stream = jax_stream,
+};
+
+/* _install_jax(jax.Array): register the provider for that type and its subclasses. */
+static PyObject *install_jax(PyObject *self, PyObject *type) {
+  (void)self;
+  if (!PyType_Check(type)) {
+    PyErr_Format(PyExc_TypeError, "_install_jax: expected jax.Array, got %.100s",
+                 Py_TYPE(type)->tp_name);
+    return NULL;
+  }
+  PyObject *capsule = dlx_table_capsule(&jax_api);
+  if (!capsule) return NULL;
+  int rc = dlx_register_provider((PyTypeObject *)type, capsule, NULL);
+  Py_DECREF(capsule);
+  if (rc) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef jax_methods[] = {
+    {"_install_jax", install_jax, METH_O,
+     "_install_jax(jax.Array): dlx's exchange table for JAX arrays (read-only exports, "
+     "results as jax.Array)"},
+    {NULL, NULL, 0, NULL}};
+
+int dlx_jax_init(PyObject *module) { return PyModule_AddFunctions(module, jax_methods); }
