@@ -3,9 +3,10 @@
 # Idempotent: a machine that has everything runs no apt-get at all.
 # Then creates .venv (scripts/setup_venv.sh), idempotent and quick as well.
 set -euo pipefail
+# ninja-build: tvm-ffi's load_inline (venv tests, bench); clang + libclang-rt-14-dev: fuzzing
 pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev pybind11-dev
-      python3-venv pkg-config
-      libcmocka-dev ninja-build)  # ninja: tvm-ffi's load_inline (the venv's tests and bench)
+      python3-venv pkg-config python3-build libattr1
+      libcmocka-dev ninja-build clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
