@@ -3,7 +3,7 @@
 # Idempotent: a machine that has everything runs no apt-get at all.
 set -euo pipefail
 pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev pybind11-dev
-      python3-venv pkg-config
+      python3-venv pkg-config python3-build libattr1
       libcmocka-dev)
 missing=()
 for p in "${pkgs[@]}"; do
