@@ -34,9 +34,10 @@ def test_import_dlx_does_not_import_torch_and_dlx_torch_resolves():
 
 def test_dlx_torch_install_after_plain_import():
     pytest.importorskip("torch")
-    r = run_python("import dlx\nrec = dlx.torch.install()\nprint(rec.source, rec.backend)\n")
-    source, backend = r.stdout.split()
-    assert source in ("native", "native+stream", "addon") and backend == "cpu"
+    r = run_python("import dlx\nrec = dlx.torch.install()\n"
+                   "print(rec.source, rec.backend, dlx.torch.backend())\n")
+    source, backend, selected = r.stdout.split()
+    assert source in ("native", "native+stream", "addon") and backend == selected
 
 
 def test_unknown_attribute_is_still_an_attribute_error():
