@@ -141,6 +141,9 @@ def find_table(ctx):
     attr = getattr(t, "__dlpack_c_exchange_api__", None)
     if attr is not None:
         ctx.capsule, ctx.source = attr, "type attribute __dlpack_c_exchange_api__"
+        rec = _torch_record(t)
+        if rec is not None and rec.source != "native":  # put there by dlx.torch.install()
+            ctx.source += f" ({_describe_record(rec)})"
         return ctx.source
     legacy = getattr(t, "__c_dlpack_exchange_api__", None)
     if legacy is not None:
@@ -158,8 +161,7 @@ def find_table(ctx):
         ctx.source = "type attribute __dlpack_c_exchange_api__, installed by dlx"
         rec = _torch_record(t)
         if rec is not None:
-            ctx.source += (f" (dlx.torch.install(): {rec.source}, backend {rec.backend}"
-                           + (f", {rec.path}" if rec.path else "") + ")")
+            ctx.source += f" ({_describe_record(rec)})"
         return ctx.source
     if cap is not None:
         ctx.capsule = cap
@@ -168,6 +170,11 @@ def find_table(ctx):
     ctx.header_problem = "no table found"
     raise Fail(why or f"{t.__qualname__} has no __dlpack_c_exchange_api__, no "
                "__c_dlpack_exchange_api__ and no dlx provider (consumers use __dlpack__)")
+
+
+def _describe_record(rec):
+    return (f"dlx.torch.install(): {rec.source}, backend {rec.backend}"
+            + (f", {rec.path}" if rec.path else ""))
 
 
 def _torch_record(t):
