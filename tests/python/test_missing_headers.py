@@ -24,7 +24,8 @@ def env(tmp_path):
 
 def test_build_error_names_header_and_package(tmp_path):
     code = ("import dlx.torch\n"
-            "try:\n    dlx.torch.install()\n"
+            "try:\n    dlx.torch.ensure_addon('cpu')\n"  # install() builds nothing on a torch
+                                                          # with its own table
             "except RuntimeError as e:\n    print(str(e).splitlines()[0])\n"
             "else:\n    raise SystemExit('the build did not fail')\n")
     r = subprocess.run([sys.executable, "-c", code], env=env(tmp_path), capture_output=True,
@@ -35,6 +36,9 @@ def test_build_error_names_header_and_package(tmp_path):
     assert first.endswith(f"(missing header {MISSING}: install the Debian package pybind11-dev)")
 
 
+@pytest.mark.skipif(
+    __import__("torch").Tensor.__dict__.get("__dlpack_c_exchange_api__") is not None,
+    reason="torch ships its own exchange table here: doctor builds no addon")
 def test_doctor_names_header_and_package(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dlx", "doctor"], env=env(tmp_path),
                        capture_output=True, text=True, timeout=600)
