@@ -229,7 +229,7 @@ static void make(tensor *t, DLDataType dt, int32_t ndim, const int64_t *shape) {
   x.t.dtype = dt;
   x.t.ndim = ndim;
   x.t.device = (DLDevice){kDLCPU, 0};
-  memcpy(x.shape, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim > 0) memcpy(x.shape, shape, sizeof(int64_t) * (size_t)ndim); /* 0-d: shape may be NULL */
   int64_t s = 1;
   for (int32_t d = ndim - 1; d >= 0; --d) x.strides[d] = s, s *= shape[d];
   *t = x;
