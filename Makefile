@@ -63,15 +63,19 @@ bench-venv-dlx:
 
 # ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the
 # Python tests in Debian's interpreter with the ASan runtime preloaded (it must come
-# first) and without leak detection (CPython leaves its own objects alive at exit);
-# PYTHONMALLOC=malloc so ASan sees Python objects too, not pymalloc's arenas.
+# first; libstdc++ too, or ASan cannot intercept C++ throws from torch, dlopened later)
+# and without leak detection (CPython leaves its own objects alive at exit).
+# PYTHONMALLOC=malloc: ASan sees Python objects too, not pymalloc's arenas.
+# --capture=sys: a sanitizer report (fd 2) reaches the log, not a dying test's capture.
 SAN_UBSAN := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 sanitize: setup
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLX_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(SAN_BUILD) -j2
 	ASAN_OPTIONS=detect_leaks=1 $(SAN_UBSAN) ctest --test-dir $(SAN_BUILD) --output-on-failure
-	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 $(SAN_UBSAN) \
-	  PYTHONMALLOC=malloc $(MAKE) --no-print-directory test-python BUILD=$(SAN_BUILD)
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+	  ASAN_OPTIONS=detect_leaks=0 $(SAN_UBSAN) PYTHONMALLOC=malloc \
+	  PYTEST_ADDOPTS="--capture=sys $$PYTEST_ADDOPTS" \
+	  $(MAKE) --no-print-directory test-python BUILD=$(SAN_BUILD)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c, clang) in $(FUZZ_BUILD), FUZZ_SECONDS each.
 fuzz-build: setup

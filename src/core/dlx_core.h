@@ -45,14 +45,10 @@ static inline int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, con
     if (exact) {
       strides[i] = pow2 ? b >> shift : b / itemsize; /* exact: the shift rounds nothing */
     } else if (shape[i] <= 1) {
-      /* never stepped (numpy leaves arbitrary values here): the compact stride,
-       * saturated where a producer's claimed extents overflow it (never used then). */
+      /* never stepped (numpy leaves arbitrary values here): the compact stride */
       int64_t s = 1;
       for (int32_t j = i + 1; j < ndim; ++j)
-        if (__builtin_mul_overflow(s, shape[j] > 0 ? shape[j] : 1, &s)) {
-          s = INT64_MAX;
-          break;
-        }
+        if (__builtin_mul_overflow(s, shape[j] > 0 ? shape[j] : 1, &s)) s = INT64_MAX;
       strides[i] = s;
     } else {
       if (bad_dim) *bad_dim = i;
