@@ -1,6 +1,7 @@
 /* fuzz_env.c - what dlx takes from the environment: the cache folder variables
  * (DLX_CACHE_DIR, XDG_CACHE_HOME, HOME), the compiler words ($CXX, DLX_CXXFLAGS,
- * DLX_LDFLAGS, shell-split into a command line), DLX_BACKEND and sys.platform.
+ * DLX_LDFLAGS, shell-split into a command line), DLX_BACKEND, sys.platform and
+ * DLX_BUILD_TIMEOUT.
  * Fields are NUL-separated; the first byte picks the output size and facts. */
 #include <string.h>
 
@@ -14,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t ctl = fuzz_byte(&in);
   char *dlx_dir = fuzz_str(&in), *xdg = fuzz_str(&in), *home = fuzz_str(&in),
        *cxx = fuzz_str(&in), *cxxflags = fuzz_str(&in), *ldflags = fuzz_str(&in),
-       *forced = fuzz_str(&in), *platform = fuzz_str(&in);
+       *forced = fuzz_str(&in), *platform = fuzz_str(&in), *timeout = fuzz_str(&in);
   char err[256];
 
   size_t outlen = ctl & 1 ? 4096 : 1 + (ctl >> 1); /* roomy, or tight */
@@ -57,6 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK((unsigned)choice.backend < DLX_BACKEND_COUNT);
   FUZZ_CHECK(memchr(choice.reason, '\0', sizeof choice.reason) != NULL && choice.reason[0]);
 
+  double seconds = -1;
+  if (dlx_build_timeout_parse(timeout, &seconds, err, sizeof err) == 0)
+    FUZZ_CHECK(seconds > 0 && seconds <= 1e9); /* finite, positive: a usable deadline */
+  else
+    FUZZ_CHECK(err[0] != '\0');
+
+  free(timeout);
   free(dlx_dir);
   free(xdg);
   free(home);
