@@ -22,8 +22,9 @@ __attribute__((format(printf, 3, 4))) int dlx_set_err(char *err, size_t errlen,
 /* Bytes per element of `dtype` (bits * lanes rounded up), 0 for sub-byte or invalid. */
 int64_t dlx_dtype_itemsize(DLDataType dtype);
 
-/* Row-major element strides for `shape`. */
-void dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
+/* Row-major element strides for `shape`: 0, or -1 when a stride of a tensor that has
+ * elements does not fit in int64 (the strides are then saturated, never wrapped). */
+int dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
 
 /* Byte strides to element strides; -1 (and `*bad_dim`) when one is not a multiple.
  * A dimension of extent 0 or 1 is never stepped, so its stride is not checked
@@ -59,10 +60,24 @@ static inline int dlx_strides_from_bytes(int32_t ndim, const int64_t *shape, con
 }
 
 
+/* DLPack's name of a device type ("cuda", "rocm", "ext_dev"), NULL when it has none. */
+const char *dlx_device_type_name(int32_t device_type);
+
 /* A PEP 3118 struct format of one item (as in Py_buffer.format) to a DLDataType.
  * Returns 0, or -1 with a reason in `err` (non-native byte order, unsupported). */
 int dlx_dtype_from_buffer_format(const char *format, int64_t itemsize, DLDataType *out,
                                  char *err, size_t errlen);
+
+/* ---- dlx_address.c: raw addresses from producers ------------------------- */
+
+/* 0 when `addr` could point at an object aligned to `align`; -1 with the reason in
+ * `err` when it is 0, inside the first `page` bytes or misaligned. */
+int dlx_address_plausible(uint64_t addr, uint64_t align, uint64_t page, char *err,
+                          size_t errlen);
+
+/* 1 when the `n` bytes at `p` can be read, 0 when they are not mapped, -1 when it
+ * cannot be told (no pipe). Never faults. */
+int dlx_address_readable(const void *p, size_t n);
 
 /* ---- dlx_elf.c: kernel discovery ---------------------------------------- */
 

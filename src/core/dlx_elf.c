@@ -24,9 +24,24 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off) {
 int dlx_elf_each_symbol(const char *path, const char *prefix,
                         void (*fn)(void *ctx, const char *name), void *ctx, char *err,
                         size_t errlen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     snprintf(err, errlen, "cannot open '%s'", path);
+    return -1;
+  }
+  struct stat fst;
+  if (fstat(fd, &fst) != 0) {
+    snprintf(err, errlen, "cannot stat '%s'", path);
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(fst.st_mode)) {
+    snprintf(err, errlen, "'%s' is not a regular file (%s)", path,
+             S_ISFIFO(fst.st_mode) ? "a FIFO" : S_ISDIR(fst.st_mode) ? "a folder"
+             : S_ISCHR(fst.st_mode) || S_ISBLK(fst.st_mode) ? "a device"
+             : S_ISSOCK(fst.st_mode) ? "a socket" : "not a plain file");
+    close(fd);
     return -1;
   }
   int count = -1;
@@ -43,8 +58,7 @@ int dlx_elf_each_symbol(const char *path, const char *prefix,
     snprintf(err, errlen, "'%s' has no usable section table", path);
     goto done;
   }
-  struct stat fst;
-  if (fstat(fd, &fst) != 0 || eh.e_shoff > (uint64_t)fst.st_size ||
+  if (eh.e_shoff > (uint64_t)fst.st_size ||
       (uint64_t)eh.e_shnum * sizeof *sh > (uint64_t)fst.st_size - eh.e_shoff) {
     snprintf(err, errlen, "'%s': truncated section table", path);
     goto done;
@@ -63,8 +77,7 @@ int dlx_elf_each_symbol(const char *path, const char *prefix,
   }
   const Elf64_Shdr *strtab = &sh[dynsym->sh_link];
   /* Sizes come from the file: never trust one that reaches past its end. */
-  struct stat st;
-  uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+  uint64_t size = (uint64_t)fst.st_size;
   if (dynsym->sh_size > size || dynsym->sh_offset > size - dynsym->sh_size ||
       strtab->sh_size > size || strtab->sh_offset > size - strtab->sh_size) {
     snprintf(err, errlen, "'%s': truncated symbol table", path);
@@ -83,6 +96,8 @@ int dlx_elf_each_symbol(const char *path, const char *prefix,
   count = 0;
   for (size_t i = 0; i < nsyms; ++i) {
     if (syms[i].st_shndx == SHN_UNDEF || syms[i].st_name >= strtab->sh_size) continue;
+    /* Records are data: a function (or anything else) of that name is not one. */
+    if (ELF64_ST_TYPE(syms[i].st_info) != STT_OBJECT) continue;
     const char *name = strs + syms[i].st_name;
     if (strncmp(name, prefix, plen) != 0) continue;
     fn(ctx, name);

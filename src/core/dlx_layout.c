@@ -10,13 +10,35 @@ int64_t dlx_dtype_itemsize(DLDataType dtype) {
   return bits / 8;
 }
 
-void dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
+int dlx_compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
+  /* Checked products: a producer's shape is untrusted and a wrapped int64 is UB.
+   * Past an overflow the strides saturate; they only matter (and the call fails)
+   * when the tensor has elements, since nothing of an empty tensor is ever stepped. */
   int64_t s = 1;
+  int overflow = 0, empty = 0;
   for (int32_t i = ndim - 1; i >= 0; --i) {
     strides[i] = s;
+    if (shape[i] == 0) empty = 1;
     /* A zero extent must not zero the outer strides: keep them well-formed. */
-    s *= shape[i] > 0 ? shape[i] : 1;
+    if (i > 0 && __builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) {
+      overflow = 1;
+      s = INT64_MAX;
+    }
   }
+  return overflow && !empty ? -1 : 0;
+}
+
+const char *dlx_device_type_name(int32_t device_type) {
+  static const char *const names[] = {
+      [kDLCPU] = "cpu",         [kDLCUDA] = "cuda",         [kDLCUDAHost] = "cuda_host",
+      [kDLOpenCL] = "opencl",   [kDLVulkan] = "vulkan",     [kDLMetal] = "metal",
+      [kDLVPI] = "vpi",         [kDLROCM] = "rocm",         [kDLROCMHost] = "rocm_host",
+      [kDLExtDev] = "ext_dev",  [kDLCUDAManaged] = "cuda_managed", [kDLOneAPI] = "oneapi",
+      [kDLWebGPU] = "webgpu",   [kDLHexagon] = "hexagon",   [kDLMAIA] = "maia",
+      [kDLTrn] = "trn",         [kDLTPU] = "tpu",           [kDLTPUHost] = "tpu_host",
+  };
+  if (device_type < 0 || (size_t)device_type >= sizeof names / sizeof names[0]) return NULL;
+  return names[device_type];
 }
 
 static int is_little_endian(void) {

@@ -8,11 +8,14 @@
  *   declares nogil)  ->  its results  ->  every owned export's deleter, exactly once.
  *
  * Everything a call needs lives on the C stack; nothing is allocated here (ints/floats
- * arguments longer than DLX_SCRATCH_DIMS are the exception).
+ * arguments longer than DLX_SCRATCH_DIMS are the exception). Every error raised during a
+ * call starts with "<kernel>(): ".
  */
 #include <string.h>
 
 #include "dlx_py.h"
+
+#include <string.h>
 
 #include "dlx_core.h"
 
@@ -35,6 +38,7 @@ typedef struct call_state {
   int failed;                         /* a Python exception is pending */
   int released;                       /* the GIL is released (nogil): services take it */
   int32_t nresults, max_results;
+  int prefixed;                       /* ... and its message names the kernel already */
   const DLPackExchangeAPI *first_api; /* the first tensor argument's table */
   dlx_slot *slots;                    /* per-argument storage (dlx_arg_floats of ints) */
   dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
@@ -88,23 +92,38 @@ static PyObject *exception_class(const char *kind) {
   return NULL;
 }
 
-void dlx_raise_named(const char *kind, const char *message) {
+void dlx_raise_named_at(const char *where, const char *kind, const char *message) {
+  if (!message) message = "(no message)"; /* SetError(ctx, NULL, NULL) is a producer bug */
   PyObject *cls = exception_class(kind);
   if (cls) {
-    PyErr_SetString(cls, message);
+    PyErr_Format(cls, "%s%s", where, message);
     Py_DECREF(cls);
-  } else {
-    PyErr_Format(PyExc_RuntimeError, "%s: %s", kind ? kind : "error", message);
+  } else { /* unknown kinds still say what they were */
+    PyErr_Format(PyExc_RuntimeError, "%s%s: %s", where, kind ? kind : "error", message);
   }
+}
+
+void dlx_raise_named(const char *kind, const char *message) {
+  dlx_raise_named_at("", kind, message);
+}
+
+/* Raise `kind` with "<kernel>(): message" (message may be NULL). */
+static void raise_in_call(call_state *st, const char *kind, const char *message) {
+  char where[300];
+  int n = PyOS_snprintf(where, sizeof where, "%s(): ", st->name);
+  if (message && n > 0 && strncmp(message, where, (size_t)n) == 0)
+    where[0] = '\0'; /* the kernel named itself already */
+  dlx_raise_named_at(where, kind, message);
+  st->failed = 1;
+  st->prefixed = 1;
 }
 
 static int rt_verror(dlx_call *call, const char *kind, const char *fmt, va_list ap) {
   call_state *st = (call_state *)call;
   if (st->failed) return -1; /* the first error is the cause; keep it */
   char msg[1024];
-  PyOS_vsnprintf(msg, sizeof msg, fmt, ap);
-  WITH_GIL(st, dlx_raise_named(kind, msg));
-  st->failed = 1;
+  PyOS_vsnprintf(msg, sizeof msg, fmt ? fmt : "(no message)", ap);
+  WITH_GIL(st, raise_in_call(st, kind, msg));
   return -1;
 }
 
@@ -121,10 +140,10 @@ static result *next_result(call_state *st) {
   if (st->failed) return NULL;
   if (st->nresults >= st->max_results) {
     if (st->k->sig)
-      fail(st, "RuntimeError", "%s() returned more than the %d result(s) its signature declares",
-           st->name, (int)st->max_results);
+      fail(st, "RuntimeError", "returned more than the %d result(s) its signature declares",
+           (int)st->max_results);
     else
-      fail(st, "RuntimeError", "%s() returned more than %d values", st->name, MAX_RESULTS);
+      fail(st, "RuntimeError", "returned more than %d values", MAX_RESULTS);
     return NULL;
   }
   result *r = &st->results[st->nresults++];
@@ -153,8 +172,7 @@ static int rt_return_float(dlx_call *call, double value) {
 static void alloc_set_error(void *ctx, const char *kind, const char *message) {
   call_state *st = ctx;
   if (st->failed) return;
-  dlx_raise_named(kind, message);
-  st->failed = 1;
+  raise_in_call(st, kind, message); /* either may be NULL from a sloppy producer */
 }
 
 static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
@@ -168,7 +186,8 @@ static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
                   (long long)shape[i], (int)i);
     dims[i] = shape[i];
   }
-  dlx_compact_strides(ndim, dims, strides);
+  if (dlx_compact_strides(ndim, dims, strides))
+    return fail(st, "ValueError", "dlx_return_new_tensor: the shape is too large");
   const DLPackExchangeAPI *api = st->first_api;
   if (!api && !(api = dlx_numpy_table())) {
     st->failed = 1;
@@ -179,14 +198,14 @@ static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_allocator(&proto, &m, st, alloc_set_error) || !m) {
     if (!st->failed && !PyErr_Occurred())
-      fail(st, "RuntimeError", "the exchange table's allocator failed");
+      fail(st, "RuntimeError", "the exchange table's allocator failed without an error");
     st->failed = 1;
     return -1;
   }
   if (m->version.major != 1) {
+    unsigned major = m->version.major; /* read before the deleter frees it */
     if (m->deleter) m->deleter(m);
-    return fail(st, "BufferError", "allocator returned DLPack major version %u",
-                (unsigned)m->version.major);
+    return fail(st, "BufferError", "the allocator returned DLPack major version %u", major);
   }
   result *r = next_result(st);
   if (!r) {
@@ -255,6 +274,35 @@ static const dlx_runtime runtime = {
     .symbol_size = rt_size,
     .ints_as_floats = rt_ints_as_floats,
 };
+
+/* "cuda:0", or "device type 99:0" for a type DLPack does not name. */
+static void device_text(DLDevice d, char *buf, size_t n) {
+  const char *name = dlx_device_type_name(d.device_type);
+  if (name)
+    PyOS_snprintf(buf, n, "%s:%d", name, (int)d.device_id);
+  else
+    PyOS_snprintf(buf, n, "device type %d:%d", (int)d.device_type, (int)d.device_id);
+}
+
+static inline int same_device(DLDevice a, DLDevice b) {
+  uint64_t x, y; /* one compare for type and id */
+  _Static_assert(sizeof(DLDevice) == sizeof x, "DLDevice is two 32-bit fields");
+  memcpy(&x, &a, sizeof x);
+  memcpy(&y, &b, sizeof y);
+  return x == y;
+}
+
+/* Two non-CPU tensors of one call on different devices: no stream serves both. */
+static int device_mismatch(call_state *st, int32_t first, DLDevice a, int32_t second,
+                           DLDevice b) {
+  char da[48], db[48];
+  device_text(a, da, sizeof da);
+  device_text(b, db, sizeof db);
+  return fail(st, "ValueError",
+              "argument %d is on %s but argument %d is on %s; the tensors of one call must "
+              "share one device (CPU tensors may accompany it)",
+              (int)first, da, (int)second, db);
+}
 
 /* ---- binding: Python's own words for an equivalent `def` ---------------------------- */
 
@@ -442,7 +490,13 @@ static PyObject *build_result(call_state *st) {
     void *obj = NULL;
     DLManagedTensorVersioned *m = r->tensor;
     r->tensor = NULL; /* stolen by the import, also when it fails */
-    if (r->api->managed_tensor_to_py_object_no_sync(m, &obj)) return NULL;
+    if (r->api->managed_tensor_to_py_object_no_sync(m, &obj) || !obj) {
+      if (!PyErr_Occurred()) /* else the call would return None, a silent wrong result */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the exchange table's managed_tensor_to_py_object_no_sync failed "
+                        "without setting an error");
+      return NULL;
+    }
     r->obj = obj;
   }
   if (st->nresults == 0) return Py_NewRef(Py_None);
@@ -474,7 +528,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
                  k->name);
     return NULL;
   } else if (nargs > DLX_MAX_ARGS) {
-    PyErr_Format(PyExc_TypeError, "kernel '%s' takes at most %d arguments, got %zd", k->name,
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", k->name,
                  DLX_MAX_ARGS, nargs);
     return NULL;
   }
@@ -487,7 +541,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
                       .device = {kDLCPU, 0}, .stream = NULL};
   st.k = k;
   st.name = k->name;
-  st.failed = st.released = 0;
+  st.failed = st.released = st.prefixed = 0;
   st.nresults = 0;
   st.max_results = sig ? sig->nresults : MAX_RESULTS;
   st.first_api = NULL;
@@ -495,17 +549,32 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
   st.binds = &binds;
   const dlx_slot *device_slot = NULL;
   PyObject *result = NULL;
+  int32_t device_arg = -1;
   int32_t converted = 0;
+  int owning = 0; /* some slot owns an export or a block: release after the call */
+  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
   for (; converted < nargs; ++converted) {
     dlx_arg *a = &argv[converted];
     PyObject *obj = objs[converted];
     int rc;
     /* One call site of dlx_convert_arg, so that it inlines: tensors (declared or not) and
      * undeclared arguments go through it; declared scalars, lists and None do not. */
-    if (sig && (sig->params[converted].type.kind != DLX_SIG_TENSOR || obj == Py_None))
+    if (sig && (sig->params[converted].type.kind != DLX_SIG_TENSOR || obj == Py_None)) {
+      owning = 1; /* lists may own a block */
       rc = convert_other(k, converted, obj, a, &slots[converted]);
-    else if ((rc = dlx_convert_arg(obj, converted, a, &slots[converted])) == 0 && sig)
-      rc = check_declared(k, converted, obj, a, &slots[converted], &binds);
+    } else {
+      rc = dlx_convert_arg(obj, converted, a, &slots[converted]);
+      if (rc < 0) {
+        dlx_prefix_error("%s(): argument %d (%.100s): ", k->name, (int)converted,
+                         Py_TYPE(obj)->tp_name);
+        st.prefixed = 1;
+      } else {
+        owning |= rc;
+        rc = sig ? check_declared(k, converted, obj, a, &slots[converted], &binds) : 0;
+      }
+    }
+    if (rc && !st.prefixed)
+      st.prefixed = 1; /* the signature's own errors name the kernel and the parameter */
     if (rc) {
       if (a->kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
         PyObject *et, *ev, *tb;
@@ -517,9 +586,16 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
     }
     if (a->kind != DLX_ARG_TENSOR) continue;
     if (!st.first_api) st.first_api = slots[converted].api;
-    if (!device_slot && a->value.tensor->device.device_type != kDLCPU) {
+    DLDevice dev = a->value.tensor->device;
+    if (dev.device_type == kDLCPU) continue;
+    if (!device_slot) {
       device_slot = &slots[converted];
-      st.pub.device = a->value.tensor->device;
+      device_arg = converted;
+      st.pub.device = dev;
+    } else if (!same_device(dev, st.pub.device)) {
+      ++converted; /* this slot is converted: release it too */
+      device_mismatch(&st, device_arg, st.pub.device, converted - 1, dev);
+      goto out;
     }
   }
   /* The stream is the caller's, on this thread, now: asked once, never cached. */
@@ -542,8 +618,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
   }
   if (rc != 0 || st.failed || PyErr_Occurred()) {
     if (!PyErr_Occurred())
-      PyErr_Format(PyExc_RuntimeError, "kernel '%s' failed (returned %d) without an error",
-                   k->name, rc);
+      fail(&st, "RuntimeError", "the kernel failed (returned %d) without setting an error", rc);
     goto out;
   }
   result = build_result(&st);
@@ -552,21 +627,24 @@ out:;
   PyObject *et = NULL, *ev = NULL, *tb = NULL;
   int failed = PyErr_Occurred() != NULL;
   if (failed) PyErr_Fetch(&et, &ev, &tb);
-  for (int32_t i = 0; i < converted; ++i) {
-    int32_t kind = argv[i].kind;
-    if (kind == DLX_ARG_TENSOR &&
-        (slots[i].managed || slots[i].legacy || slots[i].buffer)) /* views own nothing */
-      dlx_release_slot(&slots[i]);
-    else if (kind == DLX_ARG_INTS || kind == DLX_ARG_FLOATS)
-      dlx_release_seq(&slots[i]);
-  }
+  if (owning) /* plain views and scalars own nothing: most calls skip this */
+    for (int32_t i = 0; i < converted; ++i) {
+      int32_t kind = argv[i].kind;
+      if (kind == DLX_ARG_TENSOR && (slots[i].managed || slots[i].legacy || slots[i].buffer ||
+                                     slots[i].heap_strides))
+        dlx_release_slot(&slots[i]);
+      else if (kind == DLX_ARG_INTS || kind == DLX_ARG_FLOATS)
+        dlx_release_seq(&slots[i]);
+    }
   for (int32_t j = 0; j < st.nresults; ++j) { /* results not handed out */
     Py_CLEAR(st.results[j].obj);
     DLManagedTensorVersioned *m = st.results[j].tensor;
     if (m && m->deleter) m->deleter(m);
   }
+  dlx_call_leave();
   if (failed) PyErr_Restore(et, ev, tb);
   if (failed || PyErr_Occurred()) { /* PyErr_Occurred: a deleter raised */
+    if (!st.prefixed || !failed) dlx_prefix_error("%s(): ", k->name);
     Py_CLEAR(result);
     return NULL;
   }

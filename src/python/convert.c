@@ -2,8 +2,8 @@
  * convert.c - one Python argument to one dlx_arg, and its release after the call.
  *
  * Scalars are recognised by exact type first (the common case costs a pointer
- * compare); tensors go through the per-type cache in tables.c. Every error
- * names the argument index and the Python type.
+ * compare); tensors go through the per-type cache in tables.c. Errors say what
+ * was wrong; the caller adds which kernel and argument (call.c).
  */
 #include "dlx_py.h"
 
@@ -15,93 +15,83 @@ typedef struct buffer_block {
   int64_t dims[]; /* shape[ndim] then strides[ndim] */
 } buffer_block;
 
-/* Re-raise the pending exception (same type) with "argument i (type): " in front. */
-static int fail_arg(int32_t index, PyObject *obj) {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  if (!type) {
-    PyErr_Format(PyExc_RuntimeError, "argument %d (%.100s): conversion failed without an error",
-                 (int)index, Py_TYPE(obj)->tp_name);
-    return -1;
-  }
-  PyErr_NormalizeException(&type, &value, &tb);
-  if (tb && value) PyException_SetTraceback(value, tb);
-  PyObject *msg = value ? PyObject_Str(value) : NULL;
-  PyObject *renamed = NULL;
-  if (msg) {
-    /* Same class, message prefixed; classes that cannot be built from one message
-     * (UnicodeDecodeError, custom __init__) keep the original, with a note. */
-    renamed = PyObject_CallFunction(type, "N",
-                                    PyUnicode_FromFormat("argument %d (%.100s): %U", (int)index,
-                                                         Py_TYPE(obj)->tp_name, msg));
-    Py_DECREF(msg);
-  }
-  if (renamed && PyExceptionInstance_Check(renamed)) {
-    PyException_SetCause(renamed, Py_NewRef(value));
-    PyErr_SetObject(type, renamed);
-    Py_DECREF(renamed);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    return -1;
-  }
-  Py_XDECREF(renamed);
-  PyErr_Clear();
-  PyObject *note = PyUnicode_FromFormat("dlx: argument %d (%.100s)", (int)index,
-                                        Py_TYPE(obj)->tp_name);
-  PyObject *r = note && value ? PyObject_CallMethod(value, "add_note", "O", note) : NULL;
-  Py_XDECREF(r);
-  Py_XDECREF(note);
-  PyErr_Clear();
-  PyErr_Restore(type, value, tb);
+/* A conversion step failed: make sure an exception says so (the caller prefixes
+ * the kernel and the argument). */
+static int fail_arg(void) {
+  if (!PyErr_Occurred())
+    PyErr_SetString(PyExc_RuntimeError, "the producer failed without setting an error");
   return -1;
 }
 
-static int check_version(DLManagedTensorVersioned *m, int32_t index, PyObject *obj) {
+static int check_version(DLManagedTensorVersioned *m) {
   if (m->version.major == 1) return 0;
   unsigned major = m->version.major;
   if (m->deleter) m->deleter(m); /* always safe: the deleter's offset is ABI-stable */
   PyErr_Format(PyExc_BufferError, "unsupported DLPack tensor major version %u (dlx speaks 1.x)",
                major);
-  return fail_arg(index, obj);
+  return -1;
 }
 
-/* Producers before DLPack 1.0 may leave strides NULL for compact tensors; kernels are
- * promised strides, so give them compact ones in the slot's scratch. */
-static int fill_missing_strides(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+/* Producers before DLPack 1.2 may leave strides NULL for compact tensors; kernels are
+ * promised strides, so give them compact ones: in the slot's scratch, or for more
+ * dimensions than it holds (any ndim the ABI allows) in a block released with the
+ * slot. Also refuses what no kernel could read: a negative ndim, no shape. */
+__attribute__((cold, noinline)) static int fix_dims(dlx_arg *arg, dlx_slot *slot) {
   DLTensor *t = arg->value.tensor;
-  if (t->strides || t->ndim == 0) return 0;
+  if (t->ndim == 0) return 0;
+  if (t->ndim < 0) {
+    PyErr_Format(PyExc_BufferError, "tensor has a negative ndim (%d)", (int)t->ndim);
+    return -1;
+  }
+  if (!t->shape) {
+    PyErr_Format(PyExc_BufferError, "tensor has %d dimensions but a NULL shape", (int)t->ndim);
+    return -1;
+  }
+  int64_t *strides = slot->scratch;
   if (t->ndim > DLX_SCRATCH_DIMS) {
-    PyErr_Format(PyExc_BufferError, "tensor without strides has %d dimensions (at most %d)",
-                 (int)t->ndim, DLX_SCRATCH_DIMS);
-    return fail_arg(index, obj);
+    strides = slot->heap_strides = PyMem_Malloc(sizeof(int64_t) * (size_t)t->ndim);
+    if (!strides) {
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  if (dlx_compact_strides(t->ndim, t->shape, strides)) {
+    PyErr_SetString(PyExc_BufferError, "tensor without strides is too large: a stride does "
+                                       "not fit in 64 bits");
+    return -1;
   }
   slot->view = *t;
-  dlx_compact_strides(t->ndim, t->shape, slot->scratch);
-  slot->view.strides = slot->scratch;
+  slot->view.strides = strides;
   arg->value.tensor = &slot->view;
-  return 0;
+  return slot->heap_strides ? 1 : 0;
 }
 
-static int from_table(const DLPackExchangeAPI *api, PyObject *obj, int32_t index, dlx_arg *arg,
+/* 0 (or 1 when it allocated strides the slot now owns), -1 with an exception. */
+static inline int check_dims(dlx_arg *arg, dlx_slot *slot) {
+  const DLTensor *t = arg->value.tensor;
+  if (__builtin_expect(t->strides && t->shape && t->ndim >= 0, 1)) return 0;
+  return fix_dims(arg, slot);
+}
+
+static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
                       dlx_slot *slot) {
   slot->api = api;
   if (api->dltensor_from_py_object_no_sync) {
-    if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg(index, obj);
+    if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg();
     arg->value.tensor = &slot->view;
-    return fill_missing_strides(obj, index, arg, slot);
+    return check_dims(arg, slot);
   }
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync(obj, &m)) return fail_arg(index, obj);
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m)) return fail_arg();
   if (!m) {
     PyErr_SetString(PyExc_BufferError, "exchange table returned no tensor");
-    return fail_arg(index, obj);
+    return fail_arg();
   }
-  if (check_version(m, index, obj)) return -1;
+  if (check_version(m)) return -1;
   slot->managed = m;
   arg->value.tensor = &m->dl_tensor;
   arg->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-  return fill_missing_strides(obj, index, arg, slot);
+  return check_dims(arg, slot) < 0 ? -1 : 1;
 }
 
 /* obj.__dlpack__(max_version=(1, 3)), falling back to obj.__dlpack__() for producers
@@ -124,15 +114,16 @@ static PyObject *call_dlpack(PyObject *obj) {
   return PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-static int from_dlpack(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+static int from_dlpack(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
   PyObject *cap = call_dlpack(obj);
-  if (!cap) return fail_arg(index, obj);
+  if (!cap) return fail_arg();
   int rc = 0;
   /* Renaming marks the capsule consumed: its destructor then leaves the tensor to us. */
+  const char *cap_name = PyCapsule_CheckExact(cap) ? PyCapsule_GetName(cap) : NULL;
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
     PyCapsule_SetName(cap, "used_dltensor_versioned");
-    if (check_version(m, index, obj)) {
+    if (check_version(m)) {
       rc = -1;
     } else {
       slot->managed = m;
@@ -144,32 +135,42 @@ static int from_dlpack(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slo
     PyCapsule_SetName(cap, "used_dltensor");
     slot->legacy = m;
     arg->value.tensor = &m->dl_tensor;
+  } else if (cap_name && (strcmp(cap_name, "used_dltensor_versioned") == 0 ||
+                          strcmp(cap_name, "used_dltensor") == 0)) {
+    PyErr_Format(PyExc_BufferError,
+                 "__dlpack__() returned a capsule that was already consumed ('%s'): a DLPack "
+                 "capsule can be used once; call __dlpack__() again for a fresh one",
+                 cap_name);
+    rc = -1;
   } else {
+    PyErr_Clear(); /* PyCapsule_GetName of a nameless capsule sets nothing; be sure */
     PyErr_Format(PyExc_TypeError,
-                 "__dlpack__() returned %.100s, not a 'dltensor_versioned' or 'dltensor' capsule",
-                 Py_TYPE(cap)->tp_name);
-    rc = fail_arg(index, obj);
+                 "__dlpack__() returned %.100s%s%s%s, not a 'dltensor_versioned' or 'dltensor' "
+                 "capsule",
+                 Py_TYPE(cap)->tp_name, cap_name ? " named '" : "", cap_name ? cap_name : "",
+                 cap_name ? "'" : "");
+    rc = -1;
   }
   Py_DECREF(cap);
-  return rc ? rc : fill_missing_strides(obj, index, arg, slot);
+  return rc ? rc : check_dims(arg, slot) < 0 ? -1 : 1;
 }
 
-static int from_buffer(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+static int from_buffer(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
   Py_buffer view;
-  if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)) return fail_arg(index, obj);
+  if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)) return fail_arg();
   char err[160];
   DLDataType dtype;
   if (dlx_dtype_from_buffer_format(view.format, view.itemsize, &dtype, err, sizeof err)) {
     PyBuffer_Release(&view);
     PyErr_SetString(PyExc_BufferError, err);
-    return fail_arg(index, obj);
+    return fail_arg();
   }
   int32_t ndim = view.shape ? view.ndim : 1;
   buffer_block *b = PyMem_Malloc(sizeof *b + 2 * sizeof(int64_t) * (size_t)(ndim ? ndim : 1));
   if (!b) {
     PyBuffer_Release(&view);
     PyErr_NoMemory();
-    return fail_arg(index, obj);
+    return fail_arg();
   }
   b->view = view;
   int64_t *shape = b->dims, *strides = b->dims + ndim;
@@ -188,7 +189,7 @@ static int from_buffer(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slo
                    view.strides[bad], (int)bad, view.itemsize);
       PyBuffer_Release(&b->view);
       PyMem_Free(b);
-      return fail_arg(index, obj);
+      return fail_arg();
     }
   }
   slot->buffer = b;
@@ -201,7 +202,7 @@ static int from_buffer(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slo
                           .byte_offset = 0};
   arg->value.tensor = &slot->view;
   arg->readonly = view.readonly != 0;
-  return 0;
+  return 1;
 }
 
 /* str, or a tuple/list (torch.Size is a tuple) of numbers. Out of line: the scalar and
@@ -212,11 +213,9 @@ __attribute__((noinline)) static int convert_str_or_list(PyObject *obj, int32_t 
   Py_ssize_t bad = 0;
   int rc = dlx_convert_seq(obj, 0, arg, slot, &bad);
   if (rc == -2)
-    PyErr_Format(PyExc_TypeError,
-                 "argument %d (%.100s): element %zd is %.100s, expected an int or a float",
-                 (int)index, Py_TYPE(obj)->tp_name, bad,
+    PyErr_Format(PyExc_TypeError, "element %zd is %.100s, expected an int or a float", bad,
                  Py_TYPE(PySequence_Fast_ITEMS(obj)[bad])->tp_name);
-  return rc ? -1 : 0;
+  return rc ? -1 : 1; /* the slot may own a block: release after the call */
 }
 
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
@@ -236,13 +235,15 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
   }
   arg->kind = DLX_ARG_NONE; /* nothing to release yet */
   const dlx_type_info *info = dlx_type_info_get(tp);
-  if (!info) return fail_arg(index, obj);
+  if (!info) return fail_arg();
   /* From here on the slot may own something: dlx_release_slot must see it clean. */
   slot->managed = NULL;
   slot->legacy = NULL;
   slot->buffer = NULL;
+  slot->heap_strides = NULL;
   slot->api = NULL;
   if (info->source == DLX_SRC_TABLE) {
+    const DLPackExchangeAPI *api = info->api; /* `info` may be refilled by Python code */
     arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
     if (info->scratch_view) {
       /* numpy's by name: a direct call the link-time optimiser can inline */
@@ -252,13 +253,13 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
                    : info->scratch_view(obj, &slot->view, slot->scratch, DLX_SCRATCH_DIMS,
                                         &arg->readonly);
       if (rc > 0) {
-        slot->api = info->api;
+        slot->api = api;
         arg->value.tensor = &slot->view;
         return 0;
       }
-      if (rc < 0) return fail_arg(index, obj);
+      if (rc < 0) return fail_arg();
     }
-    return from_table(info->api, obj, index, arg, slot);
+    return from_table(api, obj, arg, slot);
   }
   /* Subclasses of int and float (IntEnum, numpy.float64) are scalars too. */
   if (PyLong_Check(obj)) goto as_int;
@@ -272,29 +273,27 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
       arg->value.i = i ? PyLong_AsLongLongAndOverflow(i, &overflow) : -1;
       Py_XDECREF(i);
       if (overflow) {
-        PyErr_Format(PyExc_OverflowError, "argument %d (%.100s): does not fit in 64 bits",
-                     (int)index, tp->tp_name);
+        PyErr_SetString(PyExc_OverflowError, "does not fit in 64 bits");
         return -1;
       }
-      return PyErr_Occurred() ? fail_arg(index, obj) : 0;
+      return PyErr_Occurred() ? fail_arg() : 0;
     }
     if (tp->tp_as_number->nb_float) {
       arg->kind = DLX_ARG_FLOAT;
       arg->value.f = PyFloat_AsDouble(obj);
-      return PyErr_Occurred() ? fail_arg(index, obj) : 0;
+      return PyErr_Occurred() ? fail_arg() : 0;
     }
   }
   if (info->source == DLX_SRC_NOT_TENSOR &&
       (PyUnicode_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj)))
     return convert_str_or_list(obj, index, arg, slot);
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
-  if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, index, arg, slot);
-  if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, index, arg, slot);
+  if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, arg, slot);
+  if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, arg, slot);
   arg->kind = DLX_ARG_NONE;
-  PyErr_Format(PyExc_TypeError,
-               "argument %d: unsupported type %.100s (expected a tensor, int, bool, float, str, "
-               "a tuple or list of numbers, or None)",
-               (int)index, tp->tp_name);
+  PyErr_SetString(PyExc_TypeError,
+                  "unsupported type (expected a tensor, int, bool, float, str, a tuple or list "
+                  "of numbers, or None)");
   return -1;
 as_float:
   arg->kind = DLX_ARG_FLOAT;
@@ -317,11 +316,10 @@ as_int:
   int overflow = 0;
   arg->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
   if (overflow) {
-    PyErr_Format(PyExc_OverflowError, "argument %d (int): %R does not fit in 64 bits",
-                 (int)index, obj);
+    PyErr_Format(PyExc_OverflowError, "%R does not fit in 64 bits", obj);
     return -1;
   }
-  if (arg->value.i == -1 && PyErr_Occurred()) return fail_arg(index, obj);
+  if (arg->value.i == -1 && PyErr_Occurred()) return fail_arg();
   return 0;
 }
 
@@ -336,6 +334,10 @@ void dlx_release_slot(dlx_slot *slot) {
     slot->legacy = NULL;
     if (m->deleter) m->deleter(m);
   }
+  if (slot->heap_strides) {
+    PyMem_Free(slot->heap_strides);
+    slot->heap_strides = NULL;
+  }
   if (slot->buffer) {
     buffer_block *b = slot->buffer;
     slot->buffer = NULL;
@@ -345,9 +347,10 @@ void dlx_release_slot(dlx_slot *slot) {
 }
 
 int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+  (void)index; /* the caller names the argument */
   Py_ssize_t len = 0;
   const char *s = PyUnicode_AsUTF8AndSize(obj, &len); /* cached in the str: no copy after */
-  if (!s) return fail_arg(index, obj);
+  if (!s) return fail_arg();
   slot->seq.data = s;
   slot->seq.len = len;
   arg->kind = DLX_ARG_STR;

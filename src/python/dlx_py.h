@@ -5,6 +5,7 @@
  *              __dlpack__, buffer), validated and cached per type
  *   convert.c  one Python argument -> one dlx_arg, and its release
  *   call.c     the per-call path: convert, pick device and stream, run, return
+ *   errors.c   exceptions by name; prefixing a pending one with where it happened
  *   library.c  dlx.Library / dlx.Kernel and kernel discovery
  *   numpy_table.c  dlx's exchange table for numpy.ndarray
  *   module.c   module init and the small module-level functions
@@ -57,6 +58,22 @@ extern unsigned int dlx_provider_generation;
 /* Discover `tp` and cache it; NULL with an exception when its table is unusable. */
 const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp);
 
+/* Table lifetime: a call uses raw table pointers for its whole duration, while only
+ * the cache owns the capsules. Calls in progress (any thread; changed with the GIL)
+ * are counted, and an owner the cache drops meanwhile is kept in a retired list
+ * until no call is in progress, so a call never sees its table freed under it. */
+extern unsigned int dlx_calls_active;
+extern PyObject *dlx_retired;
+/* Drop the cache's reference to `owner` now, or when the last active call ends. */
+void dlx_retire_owner(PyObject *owner);
+/* Release the retired owners (may run capsule destructors: Python code). */
+void dlx_release_retired(void);
+
+static inline void dlx_call_enter(void) { ++dlx_calls_active; }
+static inline void dlx_call_leave(void) {
+  if (--dlx_calls_active == 0 && dlx_retired) dlx_release_retired();
+}
+
 static inline dlx_type_info *dlx_type_slot(PyTypeObject *tp) {
   return &dlx_type_cache[((uintptr_t)tp >> 4) & (DLX_TYPE_CACHE_SIZE - 1)];
 }
@@ -108,6 +125,7 @@ typedef struct dlx_slot {
   dlx_arg_seq seq;                    /* str / ints / floats: what value.seq points to */
   void *heap;                         /* ints / floats beyond the scratch (PyMem_Raw) */
   double *as_floats;                  /* ints read by dlx_arg_floats, converted once */
+  int64_t *heap_strides;              /* compact strides beyond the scratch (ndim > 16) */
   DLManagedTensorVersioned *managed;  /* owned export: deleter after the call */
   DLManagedTensor *legacy;            /* owned legacy export: deleter after the call */
   void *buffer;                       /* buffer-protocol block (convert.c) */
@@ -115,9 +133,10 @@ typedef struct dlx_slot {
 } dlx_slot;
 
 /* ---- convert.c ---- */
-/* Convert args[i] into arg/slot; -1 with an exception naming the index. The slot
- * holds something to release exactly when arg->kind is DLX_ARG_TENSOR afterwards
- * (also after a failure). */
+/* Convert args[i] into arg/slot: 0, or 1 when the slot owns something that
+ * dlx_release_slot must release after the call; -1 with an exception (not yet saying
+ * which kernel and argument: the caller prefixes that), and then the slot may own
+ * something exactly when arg->kind is DLX_ARG_TENSOR. */
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
 void dlx_release_slot(dlx_slot *slot);
 /* str -> DLX_ARG_STR (no copy: the UTF-8 the str object caches). -1 with an exception. */
@@ -159,7 +178,14 @@ int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, voi
 int dlx_library_init(PyObject *module);
 PyObject *dlx_load(PyObject *self, PyObject *path);
 
-/* Raise `kind` (a builtin exception name) with `message`; unknown kinds → RuntimeError. */
+/* ---- errors.c ---- */
+/* Raise `kind` (a builtin exception name) with `message`; unknown kinds → RuntimeError;
+ * either may be NULL. */
 void dlx_raise_named(const char *kind, const char *message);
+/* The same, the message preceded by `where` ("saxpy(): "). */
+void dlx_raise_named_at(const char *where, const char *kind, const char *message);
+/* Prefix the pending exception's message (PyUnicode_FromFormat `fmt`), keeping its
+ * class; a RuntimeError when none is pending. Returns -1. */
+int dlx_prefix_error(const char *fmt, ...);
 
 #endif /* DLX_PY_H_ */

@@ -4,13 +4,27 @@
  */
 #include "dlx_py.h"
 
+static void release_context(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext(capsule)); }
+
 static PyObject *exchange_api(PyObject *self, PyObject *arg) {
   (void)self;
   PyTypeObject *tp = PyType_Check(arg) ? (PyTypeObject *)arg : Py_TYPE(arg);
   const dlx_type_info *info = dlx_type_info_get(tp);
   if (!info) return NULL;
   if (info->source != DLX_SRC_TABLE) Py_RETURN_NONE;
-  return dlx_table_capsule(info->api);
+  PyObject *owner = info->owner;
+  if (PyCapsule_IsValid(owner, DLX_EXCHANGE_API_CAPSULE) &&
+      PyCapsule_GetPointer(owner, DLX_EXCHANGE_API_CAPSULE) == (void *)info->api)
+    return Py_NewRef(owner);
+  /* A table found behind prev_api or a legacy int: the new capsule keeps what owns
+   * the table alive, so it outlives the type's attribute. */
+  PyObject *cap = dlx_table_capsule(info->api);
+  if (cap && (PyCapsule_SetContext(cap, Py_NewRef(owner)) ||
+              PyCapsule_SetDestructor(cap, release_context))) {
+    Py_DECREF(owner);
+    Py_CLEAR(cap);
+  }
+  return cap;
 }
 
 static PyObject *register_provider(PyObject *self, PyObject *const *args, Py_ssize_t n) {

@@ -245,15 +245,30 @@ int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32
 }
 
 static void owner_destructor(PyObject *capsule) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb); /* also runs on error paths: keep their exception */
   DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dlx.numpy_owner");
   if (m && m->deleter) m->deleter(m);
+  PyErr_Restore(et, ev, tb);
 }
 
 static int np_to_py(DLManagedTensorVersioned *m, void **out) {
+  if (!m) {
+    PyErr_SetString(PyExc_BufferError, "numpy import of a NULL managed tensor");
+    return -1;
+  }
   if (m->deleter == np_deleter) { /* our own export: give back the very array */
     *out = Py_NewRef(((np_export *)m)->array);
     np_deleter(m);
     return 0;
+  }
+  /* Another major may lay out everything after the deleter differently: read nothing
+   * else (numpy 2 refuses the same way). */
+  if (m->version.major != 1) {
+    PyErr_Format(PyExc_BufferError,
+                 "numpy cannot import a DLPack tensor of major version %u (it speaks 1.x)",
+                 (unsigned)m->version.major);
+    goto fail;
   }
   const DLTensor *t = &m->dl_tensor;
   int type_num = dl_to_type_num(t->dtype);
@@ -274,11 +289,25 @@ static int np_to_py(DLManagedTensorVersioned *m, void **out) {
                  (int)t->ndim);
     goto fail;
   }
+  if (t->ndim > 0 && !t->shape) {
+    PyErr_Format(PyExc_BufferError, "DLPack tensor has %d dimensions but a NULL shape",
+                 (int)t->ndim);
+    goto fail;
+  }
   int64_t itemsize = dlx_dtype_itemsize(t->dtype), compact[NPY_MAXDIMS];
-  if (!t->strides) dlx_compact_strides(t->ndim, t->shape, compact);
+  if (!t->strides && dlx_compact_strides(t->ndim, t->shape, compact)) {
+    PyErr_SetString(PyExc_BufferError, "DLPack tensor is too large: a stride does not fit "
+                                       "in 64 bits");
+    goto fail;
+  }
   for (int32_t d = 0; d < t->ndim; ++d) {
+    int64_t b;
     dims[d] = t->shape[d];
-    bstrides[d] = (t->strides ? t->strides[d] : compact[d]) * itemsize;
+    if (__builtin_mul_overflow(t->strides ? t->strides[d] : compact[d], itemsize, &b)) {
+      PyErr_Format(PyExc_BufferError, "DLPack stride of dimension %d overflows in bytes", (int)d);
+      goto fail;
+    }
+    bstrides[d] = b;
   }
   PyObject *owner = PyCapsule_New(m, "dlx.numpy_owner", owner_destructor);
   if (!owner) goto fail;
@@ -297,7 +326,13 @@ static int np_to_py(DLManagedTensorVersioned *m, void **out) {
   *out = arr;
   return 0;
 fail:
-  if (m->deleter) m->deleter(m); /* the import owns `m`, also when it fails */
+  if (m->deleter) { /* the import owns `m`, also when it fails */
+    /* A deleter may run Python code that clears or replaces the pending error. */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    m->deleter(m);
+    PyErr_Restore(et, ev, tb);
+  }
   return -1;
 }
 
@@ -335,6 +370,12 @@ static int np_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
   }
   if (proto->ndim < 0 || proto->ndim > NPY_MAXDIMS) {
     snprintf(msg, sizeof msg, "numpy supports at most %d dimensions", NPY_MAXDIMS);
+    SetError(ctx, "ValueError", msg);
+    return -1;
+  }
+  if (proto->ndim > 0 && !proto->shape) {
+    snprintf(msg, sizeof msg, "the prototype has %d dimensions but a NULL shape",
+             (int)proto->ndim);
     SetError(ctx, "ValueError", msg);
     return -1;
   }

@@ -12,6 +12,10 @@
  */
 #include "dlx_py.h"
 
+#include <unistd.h>
+
+#include "dlx_core.h"
+
 #define MAX_PREV_API_DEPTH 16
 
 dlx_type_info dlx_type_cache[DLX_TYPE_CACHE_SIZE];
@@ -27,6 +31,42 @@ static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
  * ever compiling anything) */
 static PyObject *lazy_setups;
 unsigned long long dlx_stat_type_lookups;
+unsigned int dlx_calls_active;
+PyObject *dlx_retired; /* list, or NULL when empty */
+
+void dlx_retire_owner(PyObject *owner) {
+  if (!owner) return;
+  if (!dlx_calls_active) {
+    Py_DECREF(owner);
+    return;
+  }
+  if (!dlx_retired && !(dlx_retired = PyList_New(0))) {
+    PyErr_Clear(); /* out of memory: keeping the table forever is the safe failure */
+    return;
+  }
+  if (PyList_Append(dlx_retired, owner)) {
+    PyErr_Clear();
+    return;
+  }
+  Py_DECREF(owner);
+}
+
+void dlx_release_retired(void) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb); /* destructors must not see (or eat) a pending error */
+  PyObject *r = dlx_retired;
+  dlx_retired = NULL;
+  Py_XDECREF(r);
+  PyErr_Restore(et, ev, tb);
+}
+
+/* A table header at `p` that a producer vouches for may still be garbage (a stale
+ * legacy int, a wild prev_api): probe before reading it. */
+static int header_readable(const void *p, const char *who, const char *what) {
+  if (dlx_address_readable(p, sizeof(DLPackExchangeAPIHeader)) != 0) return 0;
+  PyErr_Format(PyExc_TypeError, "%s: %s %p is not readable memory", who, what, p);
+  return -1;
+}
 
 const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head, const char *who) {
   if (!head) {
@@ -35,9 +75,12 @@ const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head,
   }
   /* Only the header is read until a major-1 table is found: anything else in a
    * table of another major may have a different layout. */
+  if (header_readable(head, who, "DLPack exchange table")) return NULL;
   const DLPackExchangeAPIHeader *h = head;
-  for (int depth = 0; h && h->version.major != 1 && depth < MAX_PREV_API_DEPTH; ++depth)
+  for (int depth = 0; h && h->version.major != 1 && depth < MAX_PREV_API_DEPTH; ++depth) {
     h = h->prev_api;
+    if (h && header_readable(h, who, "DLPack exchange table prev_api")) return NULL;
+  }
   if (!h || h->version.major != 1) {
     PyErr_Format(PyExc_TypeError,
                  "%s: DLPack exchange table has major version %u and no major-1 table in "
@@ -46,6 +89,11 @@ const DLPackExchangeAPI *dlx_table_validate(const DLPackExchangeAPIHeader *head,
     return NULL;
   }
   const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)h;
+  if (dlx_address_readable(api, sizeof *api) == 0) {
+    PyErr_Format(PyExc_TypeError, "%s: DLPack exchange table %p is not readable memory", who,
+                 (const void *)api);
+    return NULL;
+  }
   const char *missing = !api->managed_tensor_allocator ? "managed_tensor_allocator"
                         : !api->managed_tensor_from_py_object_no_sync
                             ? "managed_tensor_from_py_object_no_sync"
@@ -125,6 +173,36 @@ static int run_lazy_setup(PyTypeObject *tp) {
   return PyErr_Occurred() ? -1 : ran;
 }
 
+/* The legacy int attribute as a table address, refusing what cannot be one (0, 1,
+ * -1, odd, the first page, unmapped) instead of dereferencing it; NULL with a
+ * TypeError naming the type. */
+static void *legacy_address(PyObject *attr, const char *who) {
+  PyObject *zero = PyLong_FromLong(0);
+  int negative = zero ? PyObject_RichCompareBool(attr, zero, Py_LT) : -1;
+  Py_XDECREF(zero);
+  if (negative < 0) return NULL;
+  unsigned long long v = negative ? 0 : PyLong_AsUnsignedLongLong(attr);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+    PyErr_Clear();
+    negative = 1; /* too large for an address: as implausible as a negative one */
+  }
+  char err[160];
+  long page = sysconf(_SC_PAGESIZE);
+  if (negative || v > UINTPTR_MAX) {
+    PyErr_Format(PyExc_TypeError, "%s: %s = %R is not a plausible table address", who,
+                 DLX_EXCHANGE_API_LEGACY_ATTR, attr);
+    return NULL;
+  }
+  if (dlx_address_plausible(v, _Alignof(DLPackExchangeAPI), page > 0 ? (uint64_t)page : 4096,
+                            err, sizeof err)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s is not a plausible table address: %s", who,
+                 DLX_EXCHANGE_API_LEGACY_ATTR, err);
+    return NULL;
+  }
+  return (void *)(uintptr_t)v; /* dlx_table_validate probes it before reading */
+}
+
 static int discover(PyTypeObject *tp, dlx_type_info *info) {
   const char *who = tp->tp_name;
   PyObject *attr;
@@ -141,8 +219,8 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
                    DLX_EXCHANGE_API_LEGACY_ATTR, Py_TYPE(attr)->tp_name);
       goto fail;
     }
-    void *p = PyLong_AsVoidPtr(attr);
-    if (!p && PyErr_Occurred()) goto fail;
+    void *p = legacy_address(attr, who);
+    if (!p) goto fail;
     info->api = dlx_table_validate(p, who);
     if (!info->api) goto fail;
     goto table;
@@ -199,7 +277,10 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   fresh.generation = dlx_provider_generation;
   PyObject *old = e->owner;
   *e = fresh;
-  Py_XDECREF(old);
+  if (old && old == e->owner)
+    Py_DECREF(old); /* the same owner again (an uncacheable type): still held */
+  else
+    dlx_retire_owner(old); /* a call in progress may still be using its table */
   if (!dlx_version_tag_valid(tp) || !dlx_version_tag_valid(Py_TYPE(tp))) e->type = NULL; /* uncacheable: keep it for this call only */
   return e;
 }

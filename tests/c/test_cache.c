@@ -63,8 +63,9 @@ static void write_file(const char *path, const void *data, size_t n, mode_t mode
   close(fd);
 }
 
-static void copy_file(const char *from, const char *to, mode_t mode) {
-  int in = open(from, O_RDONLY);
+/* A real ELF shared object/executable: a copy of /bin/true. */
+static void copy_elf(const char *path, mode_t mode) {
+  int in = open("/bin/true", O_RDONLY);
   assert_true(in >= 0);
   struct stat st;
   assert_int_equal(fstat(in, &st), 0);
@@ -72,12 +73,9 @@ static void copy_file(const char *from, const char *to, mode_t mode) {
   assert_non_null(data);
   assert_int_equal(read(in, data, (size_t)st.st_size), (ssize_t)st.st_size);
   close(in);
-  write_file(to, data, (size_t)st.st_size, mode);
+  write_file(path, data, (size_t)st.st_size, mode);
   free(data);
 }
-
-/* A real ELF shared object/executable: a copy of /bin/true. */
-static void copy_elf(const char *path, mode_t mode) { copy_file("/bin/true", path, mode); }
 
 static mode_t mode_of(const char *path) {
   struct stat st;
@@ -303,6 +301,19 @@ static void test_dir_open_refuses_a_foreign_folder_above(void **state) {
 
 /* ---- open a cached library by descriptor ---------------------------------------- */
 
+static void copy_file(const char *from, const char *to, mode_t mode) {
+  int in = open(from, O_RDONLY);
+  assert_true(in >= 0);
+  struct stat st;
+  assert_int_equal(fstat(in, &st), 0);
+  char *data = malloc((size_t)st.st_size);
+  assert_non_null(data);
+  assert_int_equal(read(in, data, (size_t)st.st_size), (ssize_t)st.st_size);
+  close(in);
+  write_file(to, data, (size_t)st.st_size, mode);
+  free(data);
+}
+
 static void sealed_copy(const char *from, const char *to) {
   copy_file(from, to, 0600);
   assert_int_equal(dlx_seal_file(to, err, sizeof err), 0);
@@ -431,33 +442,25 @@ static void count_wait(void *ctx) {
   ++waits;
 }
 
-/* A child process that takes the lock at `path`, then holds it for `hold_ms`
- * (forever when 0, until killed) and exits; returns once the lock is held. */
-static pid_t hold_lock_in_child(const char *path, int hold_ms) {
+static void test_lock_gives_up_at_the_deadline(void **state) {
+  (void)state;
+  const char *path = at("held.lock");
   int ready[2];
   assert_int_equal(pipe(ready), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) {
+  if (pid == 0) { /* holds the lock until killed */
     dlx_lock l;
     char e[256];
     if (dlx_lock_acquire(path, &l, e, sizeof e) != 0) _exit(2);
     if (write(ready[1], "h", 1) != 1) _exit(3);
-    if (hold_ms) usleep((useconds_t)hold_ms * 1000);
-    else pause();
-    _exit(0); /* the lock dies with its holder */
+    pause();
+    _exit(0);
   }
   close(ready[1]);
   char c;
   assert_int_equal(read(ready[0], &c, 1), 1);
   close(ready[0]);
-  return pid;
-}
-
-static void test_lock_gives_up_at_the_deadline(void **state) {
-  (void)state;
-  const char *path = at("held.lock");
-  pid_t pid = hold_lock_in_child(path, 0);
   dlx_lock l = {-1};
   waits = 0;
   double t0 = now();
@@ -482,7 +485,22 @@ static void test_lock_gives_up_at_the_deadline(void **state) {
 static void test_lock_waits_for_a_release_within_the_deadline(void **state) {
   (void)state;
   const char *path = at("brief.lock");
-  pid_t pid = hold_lock_in_child(path, 300);
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dlx_lock l;
+    char e[256];
+    if (dlx_lock_acquire(path, &l, e, sizeof e) != 0) _exit(2);
+    if (write(ready[1], "h", 1) != 1) _exit(3);
+    usleep(300 * 1000);
+    _exit(0); /* the lock dies with its holder */
+  }
+  close(ready[1]);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
   dlx_lock l = {-1};
   waits = 0;
   assert_int_equal(dlx_lock_acquire_timeout(path, 30, count_wait, NULL, &l, err, sizeof err), 0);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -35,6 +36,34 @@ static void test_lists_kernel_records(void **state) {
   assert_int_equal(n, s.n);
   assert_true(s.saw_noop);
   assert_false(s.saw_not_a_kernel); /* exported, but without a record */
+}
+
+/* Records are data objects: a function whose name has the prefix is not listed. */
+static void test_lists_only_data_objects(void **state) {
+  (void)state;
+  seen s = {0};
+  char err[256];
+  assert_int_equal(dlx_elf_each_symbol(KERNELS, "noop", note, &s, err, sizeof err), 0);
+  assert_int_equal(dlx_elf_each_symbol(KERNELS, "not_a_kernel", note, &s, err, sizeof err), 0);
+  assert_int_equal(dlx_elf_each_symbol(KERNELS, "dlx_kernel__noop", note, &s, err, sizeof err), 1);
+}
+
+/* Not a regular file: refused from fstat, never read (a FIFO would block in open). */
+static void test_rejects_fifo_and_folder(void **state) {
+  (void)state;
+  seen s = {0};
+  char err[256];
+  char dir[] = "/tmp/dlx-elf-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "%s/k.so", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(dlx_elf_each_symbol(fifo, "x", note, &s, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file (a FIFO)"));
+  assert_int_equal(dlx_elf_each_symbol(dir, "x", note, &s, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a regular file (a folder)"));
+  unlink(fifo);
+  rmdir(dir);
 }
 
 static void test_rejects_non_elf_and_missing(void **state) {
@@ -76,6 +105,8 @@ static void test_truncated_elf(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_lists_kernel_records),
                                      cmocka_unit_test(test_rejects_non_elf_and_missing),
-                                     cmocka_unit_test(test_truncated_elf)};
+                                     cmocka_unit_test(test_truncated_elf),
+                                     cmocka_unit_test(test_lists_only_data_objects),
+                                     cmocka_unit_test(test_rejects_fifo_and_folder)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,27 @@ static void test_compact_strides(void **state) {
   assert_int_equal(s[1], 4);
 }
 
+/* A producer's shape is untrusted: a stride past int64 is refused, never wrapped (UB). */
+static void test_compact_strides_overflow(void **state) {
+  (void)state;
+  int64_t huge[3] = {2, INT64_C(1) << 40, INT64_C(1) << 40}, s[3];
+  assert_int_equal(dlx_compact_strides(3, huge, s), -1);
+  assert_int_equal(s[2], 1);
+  assert_int_equal(s[1], INT64_C(1) << 40);
+  assert_int_equal(s[0], INT64_MAX); /* saturated */
+  /* the outermost extent is never multiplied in: these strides all fit */
+  int64_t wide[2] = {INT64_MAX, 3};
+  assert_int_equal(dlx_compact_strides(2, wide, s), 0);
+  assert_int_equal(s[0], 3);
+  /* an empty tensor is never stepped: saturated strides are harmless */
+  int64_t empty[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
+  assert_int_equal(dlx_compact_strides(3, empty, s), 0);
+  int64_t one[3] = {1, INT64_C(1) << 62, 8}, b[3] = {3, 8, 8};
+  int32_t bad = -1;
+  assert_int_equal(dlx_strides_from_bytes(3, one, b, 8, s, &bad), 0);
+  assert_int_equal(s[0], INT64_MAX); /* 3 % 8: the compact stride, saturated */
+}
+
 static void test_strides_from_bytes(void **state) {
   (void)state;
   int64_t shape[2] = {3, 4}, bytes[2] = {32, -8}, s[2];
@@ -46,6 +67,17 @@ static void test_strides_from_bytes(void **state) {
   assert_int_equal(s[0], 4);
   assert_int_equal(s[1], 1);
   assert_int_equal(dlx_strides_from_bytes(2, shape, bytes, 0, s, &bad), -1);
+}
+
+static void test_device_type_names(void **state) {
+  (void)state;
+  assert_string_equal(dlx_device_type_name(kDLCUDA), "cuda");
+  assert_string_equal(dlx_device_type_name(kDLExtDev), "ext_dev");
+  assert_string_equal(dlx_device_type_name(kDLTPUHost), "tpu_host");
+  assert_null(dlx_device_type_name(5)); /* unassigned */
+  assert_null(dlx_device_type_name(0));
+  assert_null(dlx_device_type_name(-1));
+  assert_null(dlx_device_type_name(1000));
 }
 
 static void check_format(const char *fmt, int64_t itemsize, int code, int bits) {
@@ -83,6 +115,8 @@ static void test_buffer_formats(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_itemsize), cmocka_unit_test(test_compact_strides),
-      cmocka_unit_test(test_strides_from_bytes), cmocka_unit_test(test_buffer_formats)};
+      cmocka_unit_test(test_compact_strides_overflow),
+      cmocka_unit_test(test_strides_from_bytes), cmocka_unit_test(test_buffer_formats),
+      cmocka_unit_test(test_device_type_names)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,14 +18,7 @@ FIXTURE_TARGET = str(ROOT / "tests" / "python" / "check_targets" / "fixture_targ
 
 # Defects issue 7 fixes in dlx's own tables. Until then these checks FAIL; the fix makes
 # this test fail too: delete the entry with the fix (that is the fix's regression test).
-KNOWN_NUMPY = {
-    "import.malformed.wrong_major": "item 13: a major-2 tensor is read (SIGSEGV)",
-    "import.malformed.null_shape": "item 2: NULL shape is dereferenced (SIGSEGV)",
-    "import.malformed.negative_extent": "item 12: the deleter clears the BufferError",
-    "import.malformed.overflow": "item 12",
-    "import.malformed.bad_dtype": "item 12",
-    "import.malformed.bad_device": "item 12",
-}
+KNOWN_NUMPY = {}  # issue 7 items 2, 12 and 13 fixed: every malformed import is refused
 
 # What torch's own table (torch >= 2.10, e.g. 2.13 in .venv) does with malformed imports:
 # crashes (SIGSEGV, SIGABRT) or fails without running the producer's deleter. Upstream's

@@ -62,9 +62,9 @@ def test_int_overflow_names_the_argument(kernels):
 
 
 def test_unsupported_type_names_index_and_type(kernels):
-    with pytest.raises(TypeError, match=r"argument 2: unsupported type dict"):
+    with pytest.raises(TypeError, match=r"^noop\(\): argument 2 \(dict\): unsupported type"):
         kernels.noop(1, 2, {})
-    with pytest.raises(TypeError, match=r"argument 0: unsupported type object"):
+    with pytest.raises(TypeError, match=r"^noop\(\): argument 0 \(object\): unsupported type"):
         kernels.noop(object())
 
 
@@ -80,11 +80,11 @@ def test_accessor_kind_mismatch_is_type_error(kernels):
 
 
 def test_kernel_errors_become_named_exceptions(kernels):
-    with pytest.raises(ValueError, match="^bad value 42$"):
+    with pytest.raises(ValueError, match=r"^fail_value\(\): bad value 42$"):
         kernels.fail_value()
     with pytest.raises(RuntimeError, match="NoSuchError: custom failure"):
         kernels.fail_unknown_kind()
-    with pytest.raises(RuntimeError, match="kernel 'fail_silently' failed"):
+    with pytest.raises(RuntimeError, match=r"^fail_silently\(\): the kernel failed \(returned -1\)"):
         kernels.fail_silently()
     assert kernels.return_twice() == (1, 2)  # several results: a tuple in call order
 

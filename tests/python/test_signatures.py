@@ -183,7 +183,8 @@ def test_devices_and_contiguity_with_fixture_tensors(sk, fx):
     cpu = fx.tensor((2,), device=(CPU, 0))
     cuda = fx.tensor((2,), device=(CUDA, 0))
     npu = fx.tensor((2,), device=(EXT, 0))
-    sk.placed(cpu, cuda_t=cuda, gpu_t=npu, npu_t=npu)
+    sk.placed(cpu, cuda_t=cuda, gpu_t=cuda)  # one device per call (issue 7 item 16)
+    sk.placed(cpu, gpu_t=npu, npu_t=npu)
     sk.placed(None, gpu_t=cuda)
     with pytest.raises(ValueError, match=r"^placed\(\): 'cpu_t' must be tensor cpu\?, got a tensor on cuda:0$"):
         sk.placed(cuda)
@@ -219,7 +220,7 @@ def test_a_failed_check_releases_every_export_once(sk, fx):
 
 def test_several_results(sk):
     assert sk.fewer_results() == 7  # fewer than declared: fine, one value is itself
-    with pytest.raises(RuntimeError, match=r"^too_many_results\(\) returned more than the 1 result"):
+    with pytest.raises(RuntimeError, match=r"^too_many_results\(\): returned more than the 1 result"):
         sk.too_many_results()
     n, v, f = sk.nogil_services(4)
     assert n.tolist() == [0, 1, 2, 3] and v == 4 and f == 0.5
@@ -235,18 +236,18 @@ def test_dotted_exception_kinds(sk, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError) as e:
         sk.raise_kind("sigerrs.errors.ShapeError", "bad shape")
-    assert type(e.value).__name__ == "ShapeError" and str(e.value) == "bad shape"
+    assert type(e.value).__name__ == "ShapeError" and str(e.value) == "raise_kind(): bad shape"
     assert type(e.value).__module__ == "sigerrs.errors"
     with pytest.raises(LookupError) as e:
         sk.raise_kind("sigerrs.errors.Outer.Inner")
     assert type(e.value).__qualname__ == "Outer.Inner"
     with pytest.raises(KeyError):
         sk.raise_kind("KeyError")
-    with pytest.raises(RuntimeError, match=r"^nosuch\.module\.Err: boom$"):
+    with pytest.raises(RuntimeError, match=r"^raise_kind\(\): nosuch\.module\.Err: boom$"):
         sk.raise_kind("nosuch.module.Err")
-    with pytest.raises(RuntimeError, match=r"^os\.path: boom$"):  # not an exception class
+    with pytest.raises(RuntimeError, match=r"^raise_kind\(\): os\.path: boom$"):  # not an exception class
         sk.raise_kind("os.path")
-    with pytest.raises(RuntimeError, match=r"^sigerrs\.errors\.Nope: boom$"):
+    with pytest.raises(RuntimeError, match=r"^raise_kind\(\): sigerrs\.errors\.Nope: boom$"):
         sk.raise_kind("sigerrs.errors.Nope")
 
 

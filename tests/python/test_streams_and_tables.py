@@ -42,12 +42,11 @@ def test_cpu_only_calls_query_nothing(fx, kernels, examples):
 
 
 def test_device_is_the_first_non_cpu_tensor(fx, examples):
-    fx.set_stream(ROCM, 0, 0x10)
-    fx.set_stream(CUDA, 3, 0x20)
-    args = (np.ones(1), fx.tensor((1,), device=(CPU, 0)), fx.tensor((1,), device=(ROCM, 0)),
-            fx.tensor((1,), device=(CUDA, 3)))
+    fx.set_stream(ROCM, 3, 0x10)
+    args = (np.ones(1), fx.tensor((1,), device=(CPU, 0)), fx.tensor((1,), device=(ROCM, 3)),
+            fx.tensor((1,), device=(ROCM, 3)))
     r = examples.report
-    assert (r.report_device_type(*args), r.report_device_id(*args)) == (ROCM, 0)
+    assert (r.report_device_type(*args), r.report_device_id(*args)) == (ROCM, 3)
     assert r.report_stream(*args) == 0x10
 
 
