@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dlx needs from Debian's archive, only when something is missing.
 # Idempotent: a machine that has everything runs no apt-get at all.
-# Then creates .venv (scripts/setup_venv.sh), idempotent and quick as well.
+# The second environment, .venv (scripts/setup_venv.sh), is made by `make venv`.
 set -euo pipefail
 # ninja-build: tvm-ffi's load_inline (venv tests, bench); clang + libclang-rt-14-dev: fuzzing
 pkgs=(cmake make gcc g++ python3-dev python3-numpy python3-pytest python3-torch libtorch-dev pybind11-dev
@@ -19,5 +19,3 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
-# The second test environment, .venv: today's frameworks under the default python3.
-bash "$(dirname "${BASH_SOURCE[0]}")/setup_venv.sh"
