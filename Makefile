@@ -82,7 +82,12 @@ bench-ir: build build-venv
 # Deselected: a C++ kernel's std::bad_alloc, because ASan's operator new reports an
 # impossible size and aborts instead of throwing (allocator_may_return_null cannot change it).
 SAN_UBSAN := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-SAN_DESELECT := --deselect "tests/python/test_cxx_kernels.py::test_exception_becomes_runtime_error[throws_bad_alloc-]"
+# Also left out: the table checker's tests (test_check.py). Its leak checks compare resident
+# memory, which ASan's quarantine of freed blocks inflates, and its defect tests run tables
+# broken on purpose (use after free, NULL reads), which the sanitizers stop differently
+# from the signal the tests expect.
+SAN_DESELECT := --deselect "tests/python/test_cxx_kernels.py::test_exception_becomes_runtime_error[throws_bad_alloc-]" \
+                --ignore=tests/python/test_check.py
 sanitize: setup
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) \
 	  -DDLX_SANITIZE=address,undefined >/dev/null
