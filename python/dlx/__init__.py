@@ -6,7 +6,8 @@ import os as _os
 from . import _core
 from ._core import Kernel, Library, exchange_api, register_provider
 
-__all__ = ["include_dir", "load", "exchange_api", "register_provider", "Library", "Kernel"]
+__all__ = ["include_dir", "load", "exchange_api", "register_provider", "Library", "Kernel",
+           "build", "load_inline", "BuildError"]
 
 try:  # numpy cannot carry the table attribute itself: dlx provides one for it
     import numpy as _np  # noqa: F401
@@ -87,6 +88,9 @@ def load(path):
     The dynamic loader hands back the library already mapped under a path, so a file
     rebuilt since (the edit-rebuild-reload loop) is loaded through a private copy."""
     path = _os.path.abspath(_os.fspath(path))
+    if _build.in_kernels_dir(path):
+        # built by dlx.build: checked as the addon is, and loaded through that descriptor
+        return _core.load_cached(path)
     st = _os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     first = _loaded.setdefault(path, key)
@@ -98,3 +102,7 @@ def load(path):
     copy = _os.path.join(tempfile.mkdtemp(prefix="dlx-reload-"), _os.path.basename(path))
     shutil.copy2(path, copy)
     return _core.load(copy)
+
+
+from . import _build  # noqa: E402  (needs include_dir above)
+from ._build import BuildError, build, load_inline  # noqa: E402

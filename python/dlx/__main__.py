@@ -1,5 +1,5 @@
 """python -m dlx: --include-dir | --cflags | --cmake-dir | --pkgconfig-dir | doctor |
-build-addon | cache list|clean | bench | check | stubs"""
+build-addon | build | cache list|clean | bench | check | stubs"""
 import glob
 import os
 import shlex
@@ -15,7 +15,10 @@ USAGE = """usage: python -m dlx COMMAND
   build-addon        build the torch addon: [--backend cpu|cuda|rocm|torch_npu |
                      --build-with-cuda | --build-with-rocm | --build-with-torch-npu |
                      --build-with-ascend] [--output-dir DIR]
-  cache list|clean   the cached addon libraries
+  build SRC...       compile kernel sources into the cache (dlx.build): [-o OUT] [--name N]
+                     [--language c|c++|cuda] [--cflags FLAGS] [--ldflags FLAGS] [-I DIR]
+                     [-l LIB] [--cuda-arch ARCH] [-v]
+  cache list|clean   the cached addon and kernel libraries
   bench              ns per kernel call, next to a bare C-extension call
   check TARGET       check a framework's DLPack exchange table: [--device DEV] [--json]
   stubs LIB.so       print a .pyi for a kernel library (declared signatures)"""
@@ -44,6 +47,82 @@ def _entries(folder):
     return sorted(glob.glob(os.path.join(folder, "libdlx_torch_*")))
 
 
+def build(args):
+    """python -m dlx build SRC... [-o OUT]: the library's path on stdout."""
+    import argparse
+
+    from . import _build as b
+
+    p = argparse.ArgumentParser(prog="python -m dlx build",
+                                description="compile kernel sources into dlx's cache")
+    p.add_argument("sources", nargs="+", metavar="SRC")
+    p.add_argument("-o", "--output", help="also copy the library here")
+    p.add_argument("--name")
+    p.add_argument("--language", choices=["c", "c++", "cuda"])
+    p.add_argument("--cflags", action="append", default=[], help="compiler flags (shell words)")
+    p.add_argument("--ldflags", action="append", default=[], help="linker flags (shell words)")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    p.add_argument("-l", dest="libraries", action="append", default=[], metavar="LIB")
+    p.add_argument("--cuda-arch")
+    p.add_argument("-v", "--verbose", action="store_true")
+    # "--cflags -O3": the flags are the option's value, though they start with '-'
+    joined, it = [], iter(args)
+    for a in it:
+        joined.append(f"{a}={next(it, '')}" if a in ("--cflags", "--ldflags") else a)
+    try:
+        o = p.parse_args(joined)
+    except SystemExit as e:
+        return e.code
+    try:
+        path = b.build(o.sources, name=o.name, language=o.language,
+                       cflags=shlex.split(" ".join(o.cflags)),
+                       ldflags=shlex.split(" ".join(o.ldflags)), include_dirs=o.include_dirs,
+                       libraries=o.libraries, cuda_arch=o.cuda_arch, verbose=o.verbose)
+    except b.BuildError as e:
+        return _err(e, 1)
+    except (OSError, ValueError, TypeError) as e:
+        return _err(e)
+    if o.output:
+        out = os.path.abspath(o.output)
+        if os.path.isdir(out):
+            out = os.path.join(out, os.path.basename(path))
+        tmp = f"{out}.tmp.{os.getpid()}"
+        shutil.copyfile(path, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)  # whole or not at all
+        path = out
+    print(path)
+    return 0
+
+
+def _kernel_records(folder):
+    return sorted(glob.glob(os.path.join(folder, "kernels", "*.build")))
+
+
+def _list_kernels(folder):
+    from . import _core
+
+    records = _kernel_records(folder)
+    if records:
+        print(f"{os.path.join(folder, 'kernels')} (dlx.build):")
+    for rec_path in records:
+        rec = _core.read_build_record(rec_path)
+        if rec is None:
+            print(f"  {os.path.basename(rec_path)}  unreadable build record")
+            continue
+        lib = os.path.join(folder, "kernels", rec["lib"])
+        status, why = _core.file_trusted(lib)
+        state = "ok" if status == 1 else "missing" if status == 0 else f"refused: {why}"
+        size = f"{os.path.getsize(lib)} bytes  " if status != 0 else ""
+        print(f"  {rec['lib']}  {size}{state}")
+        print(f"    name {rec['name']}; built from {', '.join(rec['sources'])}")
+        for lang, (tool, version) in sorted(rec["tools"].items()):
+            print(f"    {lang}: {tool} ({version})")
+        print(f"    {len(rec['deps'])} headers digested")
+        if rec["arch"]:
+            print(f"    {rec['arch']}")
+
+
 def cache(args):
     from . import _core
     from . import torch as dt
@@ -56,11 +135,16 @@ def cache(args):
                 status, why = _core.file_trusted(path)
                 state = "ok" if status == 1 else f"refused: {why}"
                 print(f"  {os.path.basename(path)}  {os.path.getsize(path)} bytes  {state}")
+        _list_kernels(folder)
         return 0
     if args == ["clean"]:
         removed = 0
-        for path in _entries(folder):
-            os.unlink(path)
+        kernels = os.path.join(folder, "kernels")
+        for path in _entries(folder) + sorted(glob.glob(os.path.join(kernels, "*"))):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)  # a build's leftover work folder
+            else:
+                os.unlink(path)
             removed += 1
         print(f"removed {removed} file(s) from {folder}")
         return 0
@@ -182,6 +266,8 @@ def main(argv=None, platform=None):
         return build_addon(rest, platform)
     if cmd == "cache":
         return cache(rest)
+    if cmd == "build":
+        return build(rest)
     if cmd == "doctor":
         return doctor()
     if cmd == "check":

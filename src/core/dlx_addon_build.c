@@ -61,6 +61,40 @@ static void say_waiting(void *p) {
   w->progress(w->ctx, line);
 }
 
+int dlx_build_lock(const char *final_path, const char *lock_path, double timeout_s,
+                   void (*progress)(void *ctx, const char *line), void *ctx, dlx_lock *lock,
+                   char *err, size_t errlen) {
+  waiting_ctx wctx = {final_path, progress, ctx, timeout_s};
+  char why[4400];
+  if (dlx_lock_acquire_timeout(lock_path, timeout_s, say_waiting, &wctx, lock, why,
+                               sizeof why)) {
+    snprintf(err, errlen, "%s%s", why,
+             timeout_s > 0 ? " (another build of that file; DLX_BUILD_TIMEOUT)" : "");
+    return -1;
+  }
+  return 0;
+}
+
+int dlx_build_step(char *const *argv, double timeout_s, void (*tick)(void *ctx), void *ctx,
+                   char **output, int *status, char *err, size_t errlen) {
+  char why[4400];
+  int timed_out = 0;
+  if (dlx_run_capture_ticking(argv, timeout_s, tick, ctx, output, status, &timed_out, why,
+                              sizeof why)) {
+    if (timed_out)
+      snprintf(err, errlen, "the compiler timed out (DLX_BUILD_TIMEOUT=%g s): %s", timeout_s,
+               why);
+    else
+      snprintf(err, errlen, "%s", why);
+    return -1;
+  }
+  if (*status != 0) {
+    snprintf(err, errlen, "compiler exited with status %d", *status);
+    return -1;
+  }
+  return 0;
+}
+
 int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64_t known_bad_ino,
                     void (*progress)(void *ctx, const char *line), void *ctx,
                     dlx_build_result *res, char *err, size_t errlen) {
@@ -74,14 +108,8 @@ int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64
     return -1;
   }
   dlx_lock lock;
-  waiting_ctx wctx = {final_path, progress, ctx, spec->timeout_s};
-  char why[4400];
-  if (dlx_lock_acquire_timeout(lock_path, spec->timeout_s, say_waiting, &wctx, &lock, why,
-                               sizeof why)) {
-    snprintf(err, errlen, "%s%s", why,
-             spec->timeout_s > 0 ? " (another build of that file; DLX_BUILD_TIMEOUT)" : "");
+  if (dlx_build_lock(final_path, lock_path, spec->timeout_s, progress, ctx, &lock, err, errlen))
     return -1;
-  }
   int rc = -1;
   char **argv = NULL;
   int argc = 0;
@@ -98,19 +126,7 @@ int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64
     snprintf(line, sizeof line, "dlx: building %s (one time; later imports load it)", final_path);
     progress(ctx, line);
   }
-  int timed_out = 0;
-  if (dlx_run_capture_timeout(argv, s.timeout_s, &res->output, &res->status, &timed_out, why,
-                              sizeof why)) {
-    if (timed_out)
-      snprintf(err, errlen, "the compiler timed out (DLX_BUILD_TIMEOUT=%g s): %s", s.timeout_s,
-               why);
-    else
-      snprintf(err, errlen, "%s", why);
-    unlink(temp);
-    goto done;
-  }
-  if (res->status != 0) {
-    snprintf(err, errlen, "compiler exited with status %d", res->status);
+  if (dlx_build_step(argv, s.timeout_s, NULL, NULL, &res->output, &res->status, err, errlen)) {
     unlink(temp);
     goto done;
   }

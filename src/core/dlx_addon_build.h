@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "dlx_cache.h"
 #include "dlx_compile.h"
 
 typedef struct dlx_build_result {
@@ -24,5 +25,21 @@ typedef struct dlx_build_result {
 int dlx_addon_build(const char *final_path, const dlx_compile_spec *spec, uint64_t known_bad_ino,
                     void (*progress)(void *ctx, const char *line), void *ctx,
                     dlx_build_result *res, char *err, size_t errlen);
+
+/* What every build dlx runs shares (the addon's and dlx.build's). */
+
+/* Takes the build lock `lock_path` of `final_path` within timeout_s (DLX_BUILD_TIMEOUT;
+ * <= 0 waits forever). When another process holds it, `progress` (may be NULL) is told
+ * once what this one waits for. 0, or -1 with err saying it gave up. */
+int dlx_build_lock(const char *final_path, const char *lock_path, double timeout_s,
+                   void (*progress)(void *ctx, const char *line), void *ctx, dlx_lock *lock,
+                   char *err, size_t errlen);
+
+/* Runs one compiler command (dlx_run_capture_ticking) within timeout_s. 0 when it ran and
+ * exited 0; -1 with err: it timed out (naming DLX_BUILD_TIMEOUT; its process group was
+ * killed), could not be started, or exited with a status (*status). *output (caller
+ * frees; may be NULL) holds what it printed either way. */
+int dlx_build_step(char *const *argv, double timeout_s, void (*tick)(void *ctx), void *ctx,
+                   char **output, int *status, char *err, size_t errlen);
 
 #endif /* DLX_ADDON_BUILD_H_ */

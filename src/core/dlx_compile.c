@@ -19,12 +19,7 @@ extern char **environ;
 
 /* ---- a growable, NULL-terminated argv ------------------------------------ */
 
-typedef struct {
-  char **v;
-  int n, cap;
-} words;
-
-static int words_push(words *w, const char *s, size_t len) {
+int dlx_words_push(dlx_words *w, const char *s, size_t len) {
   if (w->n + 2 > w->cap) {
     int cap = w->cap ? w->cap * 2 : 16;
     char **v = realloc(w->v, (size_t)cap * sizeof *v);
@@ -42,20 +37,20 @@ static int words_push(words *w, const char *s, size_t len) {
   return 0;
 }
 
-static int words_pushf(words *w, const char *a, const char *b) {
+int dlx_words_push2(dlx_words *w, const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   char *tmp = malloc(la + lb + 1);
   if (!tmp) return -1;
   memcpy(tmp, a, la);
   memcpy(tmp + la, b, lb + 1);
-  int rc = words_push(w, tmp, la + lb);
+  int rc = dlx_words_push(w, tmp, la + lb);
   free(tmp);
   return rc;
 }
 
 /* An empty list still gets a (NULL-terminated) array, so callers may exec it
  * or index argv[argc] without a special case. */
-static int words_finish(words *w) {
+int dlx_words_finish(dlx_words *w) {
   if (w->v) return 0;
   w->v = calloc(1, sizeof *w->v);
   return w->v ? 0 : -1;
@@ -75,7 +70,7 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
   *argv_out = NULL;
   *argc_out = 0;
   if (!s) s = "";
-  words w = {0};
+  dlx_words w = {0};
   char *cur = malloc(strlen(s) + 1); /* no word is longer than the input */
   if (!cur) return dlx_set_err(err, errlen, "out of memory");
   size_t len = 0;
@@ -84,7 +79,7 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
   for (const char *p = s; *p && !why; ++p) {
     char c = *p;
     if (is_blank(c)) {
-      if (in_word && words_push(&w, cur, len) != 0) why = "out of memory";
+      if (in_word && dlx_words_push(&w, cur, len) != 0) why = "out of memory";
       in_word = 0;
       len = 0;
     } else if (c == '\'') {
@@ -125,8 +120,8 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
       in_word = 1;
     }
   }
-  if (!why && in_word && words_push(&w, cur, len) != 0) why = "out of memory";
-  if (!why && words_finish(&w) != 0) why = "out of memory";
+  if (!why && in_word && dlx_words_push(&w, cur, len) != 0) why = "out of memory";
+  if (!why && dlx_words_finish(&w) != 0) why = "out of memory";
   free(cur);
   if (why) {
     dlx_argv_free(w.v, w.n);
@@ -140,7 +135,7 @@ int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, s
 /* ---- the compiler command line --------------------------------------------- */
 
 /* Appends the shell-split words of `s` (named `what` in errors). */
-static int push_split(words *w, const char *s, const char *what, char *err, size_t errlen,
+int dlx_words_split(dlx_words *w, const char *s, const char *what, char *err, size_t errlen,
                       int *count) {
   char **v;
   int n;
@@ -148,7 +143,7 @@ static int push_split(words *w, const char *s, const char *what, char *err, size
   if (dlx_shell_split(s, &v, &n, why, sizeof why) != 0)
     return dlx_set_err(err, errlen, "%s: %s", what, why);
   int rc = 0;
-  for (int i = 0; i < n && rc == 0; ++i) rc = words_push(w, v[i], strlen(v[i]));
+  for (int i = 0; i < n && rc == 0; ++i) rc = dlx_words_push(w, v[i], strlen(v[i]));
   dlx_argv_free(v, n);
   if (count) *count = n;
   return rc == 0 ? 0 : dlx_set_err(err, errlen, "out of memory");
@@ -166,9 +161,9 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
                      "compile: library folder '%s' contains ',', which -Wl,-rpath, would split",
                      s->lib_dirs[i]);
 
-  words w = {0};
+  dlx_words w = {0};
   int ncxx = 0, bad = 0;
-  if (push_split(&w, s->cxx, "CXX", err, errlen, &ncxx) != 0) goto fail;
+  if (dlx_words_split(&w, s->cxx, "CXX", err, errlen, &ncxx) != 0) goto fail;
   if (ncxx == 0) {
     dlx_set_err(err, errlen, "compile: no C++ compiler (CXX is empty)");
     goto fail;
@@ -176,24 +171,24 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
   static const char *const kBase[] = {"-std=c++17", "-O2", "-fPIC", "-shared",
                                       "-fvisibility=hidden"};
   for (size_t i = 0; i < sizeof kBase / sizeof kBase[0]; ++i)
-    bad |= words_push(&w, kBase[i], strlen(kBase[i]));
-  for (size_t i = 0; i < s->n_include_dirs; ++i) bad |= words_pushf(&w, "-I", s->include_dirs[i]);
-  for (size_t i = 0; i < s->n_defines; ++i) bad |= words_pushf(&w, "-D", s->defines[i]);
-  bad |= words_push(&w, s->source, strlen(s->source));
-  bad |= words_push(&w, "-o", 2);
-  bad |= words_push(&w, s->output, strlen(s->output));
+    bad |= dlx_words_push(&w, kBase[i], strlen(kBase[i]));
+  for (size_t i = 0; i < s->n_include_dirs; ++i) bad |= dlx_words_push2(&w, "-I", s->include_dirs[i]);
+  for (size_t i = 0; i < s->n_defines; ++i) bad |= dlx_words_push2(&w, "-D", s->defines[i]);
+  bad |= dlx_words_push(&w, s->source, strlen(s->source));
+  bad |= dlx_words_push(&w, "-o", 2);
+  bad |= dlx_words_push(&w, s->output, strlen(s->output));
   for (size_t i = 0; i < s->n_lib_dirs; ++i) {
-    bad |= words_pushf(&w, "-L", s->lib_dirs[i]);
+    bad |= dlx_words_push2(&w, "-L", s->lib_dirs[i]);
     /* rpath: the addon must find libtorch at load time without LD_LIBRARY_PATH. */
-    bad |= words_pushf(&w, "-Wl,-rpath,", s->lib_dirs[i]);
+    bad |= dlx_words_push2(&w, "-Wl,-rpath,", s->lib_dirs[i]);
   }
-  for (size_t i = 0; i < s->n_libs; ++i) bad |= words_pushf(&w, "-l", s->libs[i]);
+  for (size_t i = 0; i < s->n_libs; ++i) bad |= dlx_words_push2(&w, "-l", s->libs[i]);
   if (bad) {
     dlx_set_err(err, errlen, "out of memory");
     goto fail;
   }
-  if (push_split(&w, s->extra_cxxflags, "DLX_CXXFLAGS", err, errlen, NULL) != 0) goto fail;
-  if (push_split(&w, s->extra_ldflags, "DLX_LDFLAGS", err, errlen, NULL) != 0) goto fail;
+  if (dlx_words_split(&w, s->extra_cxxflags, "DLX_CXXFLAGS", err, errlen, NULL) != 0) goto fail;
+  if (dlx_words_split(&w, s->extra_ldflags, "DLX_LDFLAGS", err, errlen, NULL) != 0) goto fail;
   *argv_out = w.v;
   *argc_out = w.n;
   return 0;
@@ -211,9 +206,9 @@ fail:
  * the child must not allocate. NULL-terminated; NULL when out of memory (then
  * nothing is left allocated: a partial list would search fewer folders). */
 static char **exec_candidates(const char *prog) {
-  words w = {0};
+  dlx_words w = {0};
   if (strchr(prog, '/')) {
-    if (words_push(&w, prog, strlen(prog)) != 0) goto oom;
+    if (dlx_words_push(&w, prog, strlen(prog)) != 0) goto oom;
     return w.v;
   }
   const char *path = getenv("PATH");
@@ -227,7 +222,7 @@ static char **exec_candidates(const char *prog) {
     /* an empty PATH entry means the current folder */
     int n = dlen ? snprintf(full, dlen + plen + 2, "%.*s/%s", (int)dlen, p, prog)
                  : snprintf(full, dlen + plen + 2, "%s", prog);
-    int rc = words_push(&w, full, (size_t)n);
+    int rc = dlx_words_push(&w, full, (size_t)n);
     free(full);
     if (rc != 0) goto oom;
     if (!end) break;
@@ -276,6 +271,13 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
 int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_out,
                             int *exit_status_out, int *timed_out_out, char *err,
                             size_t errlen) {
+  return dlx_run_capture_ticking(argv, timeout_s, NULL, NULL, output_out, exit_status_out,
+                                 timed_out_out, err, errlen);
+}
+
+int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(void *ctx),
+                            void *ctx, char **output_out, int *exit_status_out,
+                            int *timed_out_out, char *err, size_t errlen) {
   *output_out = NULL;
   *exit_status_out = -1;
   if (timed_out_out) *timed_out_out = 0;
@@ -377,8 +379,10 @@ int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_o
       timed_out = 1;
       break;
     }
+    if (tick && (wait_ms < 0 || wait_ms > 250)) wait_ms = 250; /* ticks ~4 times a second */
     struct pollfd pfd = {out[0], POLLIN, 0};
     int pr = poll(&pfd, 1, wait_ms);
+    if (tick) tick(ctx);
     if (pr < 0 && errno == EINTR) continue;
     if (pr == 0) continue; /* the deadline is checked above */
     if (pr < 0) break;
@@ -404,6 +408,7 @@ int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_o
     }
     struct timespec nap = {0, 10 * 1000 * 1000};
     nanosleep(&nap, NULL);
+    if (tick) tick(ctx);
   }
   if (timed_out) {
     kill(-pid, SIGKILL); /* the whole group: the compiler and what it started */

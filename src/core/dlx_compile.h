@@ -17,6 +17,20 @@
 int dlx_shell_split(const char *s, char ***argv_out, int *argc_out, char *err, size_t errlen);
 void dlx_argv_free(char **argv, int argc);
 
+/* A growable, NULL-terminated argv (start from {0}; free v with dlx_argv_free(v, n)).
+ * push: a copy of s[0..len); push2: a+b as one word; split: the shell-split words of s
+ * (`what` names it in err; *count, may be NULL, gets how many); finish: an empty list
+ * still gets its NULL-terminated array. 0, or -1 (out of memory, or a bad split). */
+typedef struct dlx_words {
+  char **v;
+  int n, cap;
+} dlx_words;
+int dlx_words_push(dlx_words *w, const char *s, size_t len);
+int dlx_words_push2(dlx_words *w, const char *a, const char *b);
+int dlx_words_split(dlx_words *w, const char *s, const char *what, char *err, size_t errlen,
+                    int *count);
+int dlx_words_finish(dlx_words *w);
+
 typedef struct dlx_compile_spec {
   const char *cxx;    /* compiler command, shell-split: "g++", "ccache c++", $CXX */
   const char *source; /* the .cc */
@@ -62,6 +76,12 @@ int dlx_run_capture(char *const *argv, char **output_out, int *exit_status_out, 
 int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_out,
                             int *exit_status_out, int *timed_out_out, char *err,
                             size_t errlen);
+
+/* dlx_run_capture_timeout that also calls tick(ctx) about four times a second while
+ * the program runs (for a progress line; tick may be NULL). */
+int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(void *ctx),
+                            void *ctx, char **output_out, int *exit_status_out,
+                            int *timed_out_out, char *err, size_t errlen);
 
 /* DLX_BUILD_TIMEOUT: seconds every build dlx runs (and every wait for another
  * process's build) may take. NULL or "" gives the default. 0, or -1 with err

@@ -150,7 +150,7 @@ static const char **str_array(PyObject *list, size_t *n) {
 }
 
 /* Called without the GIL, from inside the build lock: plain stdio. */
-static void progress_to_stderr(void *ctx, const char *line) {
+void dlx_say_stderr(void *ctx, const char *line) {
   (void)ctx;
   fprintf(stderr, "%s\n", line);
   fflush(stderr);
@@ -208,7 +208,7 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
     dlx_build_result res;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* compiling takes a while; other threads may run */
-    rc = dlx_addon_build(final, &s, bad_ino, progress_to_stderr, NULL, &res, err, sizeof err);
+    rc = dlx_addon_build(final, &s, bad_ino, dlx_say_stderr, NULL, &res, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc) {
       char hint[512];
@@ -340,4 +340,6 @@ static PyMethodDef addon_methods[] = {
     {"device_rows", device_rows, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-int dlx_addon_init(PyObject *module) { return PyModule_AddFunctions(module, addon_methods); }
+int dlx_addon_init(PyObject *module) {
+  return PyModule_AddFunctions(module, addon_methods) || dlx_build_init(module) ? -1 : 0;
+}

@@ -181,6 +181,15 @@ int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, voi
 /* ---- library.c ---- */
 int dlx_library_init(PyObject *module);
 PyObject *dlx_load(PyObject *self, PyObject *path);
+/* The library open (and checked) as *fd, loaded through that descriptor, shown as
+ * `shown`. The descriptor stays open with the library (dlx_cache.h says why); it may
+ * have been moved to another number. */
+PyObject *dlx_load_fd(int *fd, PyObject *shown);
+
+/* ---- build.c: dlx.build (bindings of src/core/dlx_kernel_build) ---- */
+int dlx_build_init(PyObject *module);
+/* A progress line to stderr; callable without the GIL. */
+void dlx_say_stderr(void *ctx, const char *line);
 
 /* ---- errors.c ---- */
 /* Raise `kind` (a builtin exception name) with `message`; unknown kinds → RuntimeError;

@@ -15,6 +15,7 @@
 
 #include <structmember.h>
 
+#include "dlx_cache.h"
 #include "dlx_core.h"
 
 typedef struct {
@@ -341,20 +342,15 @@ static void ignore(void *ctx, const char *sym) {
   (void)sym;
 }
 
-PyObject *dlx_load(PyObject *self, PyObject *arg) {
-  (void)self;
-  PyObject *bytes = NULL;
-  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  const char *path = PyBytes_AS_STRING(bytes);
-  if (!strchr(path, '/')) {
-    Py_DECREF(bytes);
-    PyErr_Format(PyExc_ValueError, "dlx.load needs a path with a folder, got '%s'", path);
-    return NULL;
-  }
+/* The library at `path` (read for its kernel records, and dlopen'ed unless `fd` >= 0:
+ * then loaded through that descriptor, whose file `path` names, by dlx_cache_dlopen),
+ * shown as `shown`. */
+static PyObject *load_at(const char *path, int *fd, PyObject *shown) {
+  char via[64];
   LibraryObject *lib = PyObject_GC_New(LibraryObject, &LibraryType);
   if (!lib) goto fail;
   lib->dict = PyDict_New();
-  lib->path = PyUnicode_DecodeFSDefault(path);
+  lib->path = Py_NewRef(shown);
   lib->kernels = NULL;
   lib->handle = NULL;
   lib->shadowed = 0;
@@ -367,7 +363,17 @@ PyObject *dlx_load(PyObject *self, PyObject *arg) {
     PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
     goto fail;
   }
-  lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (fd) {
+    lib->handle = dlx_cache_dlopen(fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+    if (!lib->handle) {
+      PyErr_Format(PyExc_OSError, "dlx.load: %U: %s", shown, err);
+      goto fail;
+    }
+    dlx_fd_path(*fd, via, sizeof via); /* the descriptor may have moved */
+    path = via;
+  } else {
+    lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  }
   if (!lib->handle) {
     const char *e = dlerror();
     PyErr_Format(PyExc_OSError, "dlx.load: %s", e ? e : path);
@@ -389,12 +395,31 @@ PyObject *dlx_load(PyObject *self, PyObject *arg) {
   lib->kernels = PyList_AsTuple(ctx.names);
   Py_DECREF(ctx.names);
   if (!lib->kernels) goto fail;
-  Py_DECREF(bytes);
   return (PyObject *)lib;
 fail:
   Py_XDECREF(lib);
-  Py_DECREF(bytes);
   return NULL;
+}
+
+PyObject *dlx_load(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *bytes = NULL;
+  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  const char *path = PyBytes_AS_STRING(bytes);
+  PyObject *r = NULL, *shown = NULL;
+  if (!strchr(path, '/'))
+    PyErr_Format(PyExc_ValueError, "dlx.load needs a path with a folder, got '%s'", path);
+  else if ((shown = PyUnicode_DecodeFSDefault(path)))
+    r = load_at(path, NULL, shown);
+  Py_XDECREF(shown);
+  Py_DECREF(bytes);
+  return r;
+}
+
+PyObject *dlx_load_fd(int *fd, PyObject *shown) {
+  char via[64];
+  if (dlx_fd_path(*fd, via, sizeof via)) return PyErr_Format(PyExc_OSError, "bad descriptor");
+  return load_at(via, fd, shown);
 }
 
 static void forget_hits(LibraryObject *lib) {

@@ -1,0 +1,744 @@
+/* dlx_kernel_build.c - the warm check and the cold build of a kernel library. */
+#include "dlx_kernel_build.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlx/dlx.h"
+#include "dlx_addon_build.h"
+#include "dlx_build_manifest.h"
+#include "dlx_cache.h"
+#include "dlx_compile.h"
+#include "dlx_core.h"
+#include "dlx_depfile.h"
+#include "dlx_identity.h"
+#include "dlx_seal.h"
+
+#define MAX_SOURCES 256
+#define MAX_RECORD (16u << 20)
+#define MAX_HASHED (256u << 20)
+
+/* ---- small facts ------------------------------------------------------------- */
+
+int dlx_which(const char *cmd, const char *path_env, char *out, size_t outlen) {
+  char **words;
+  int n;
+  if (dlx_shell_split(cmd, &words, &n, NULL, 0) || n == 0) {
+    if (!n) dlx_argv_free(words, n);
+    return -1;
+  }
+  char found[PATH_MAX] = "";
+  const char *prog = words[0];
+  if (strchr(prog, '/')) {
+    if (access(prog, X_OK) == 0) snprintf(found, sizeof found, "%s", prog);
+  } else {
+    const char *p = path_env ? path_env : "/bin:/usr/bin";
+    for (;;) {
+      const char *end = strchr(p, ':');
+      size_t dlen = end ? (size_t)(end - p) : strlen(p);
+      char cand[PATH_MAX];
+      int w = dlen ? snprintf(cand, sizeof cand, "%.*s/%s", (int)dlen, p, prog)
+                   : snprintf(cand, sizeof cand, "%s", prog);
+      struct stat st;
+      if (w > 0 && (size_t)w < sizeof cand && stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+          access(cand, X_OK) == 0) {
+        snprintf(found, sizeof found, "%s", cand);
+        break;
+      }
+      if (!end) break;
+      p = end + 1;
+    }
+  }
+  dlx_argv_free(words, n);
+  char real[PATH_MAX];
+  if (!found[0] || !realpath(found, real)) return -1;
+  struct stat st;
+  if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  int w = snprintf(out, outlen, "%s", real);
+  return w < 0 || (size_t)w >= outlen ? -1 : 0;
+}
+
+/* "<dev>:<ino>:<size>:<mtime ns>": changes whenever the file is replaced or rewritten. */
+static int file_sig(const char *path, char out[128]) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  snprintf(out, 128, "%llu:%llu:%lld:%lld%09ld", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+           st.st_mtim.tv_nsec);
+  return 0;
+}
+
+/* The whole of a regular file (at most `max` bytes): malloc'd, NUL-terminated. Opened
+ * non-blocking, so a FIFO named in a record cannot hang the check. */
+static char *read_at(int dirfd, const char *path, size_t max, int nofollow, size_t *len_out,
+                     struct stat *st_out) {
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+  if (fd < 0) return NULL;
+  struct stat st;
+  char *buf = NULL;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= max) {
+    size_t n = (size_t)st.st_size, got = 0;
+    buf = malloc(n + 1);
+    while (buf && got < n) {
+      ssize_t r = read(fd, buf + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    if (buf && got != n) {
+      free(buf);
+      buf = NULL;
+    }
+    if (buf) {
+      buf[n] = '\0';
+      *len_out = n;
+      if (st_out) *st_out = st;
+    }
+  }
+  close(fd);
+  return buf;
+}
+
+static int digest_file(const char *path, char out[65]) {
+  size_t n;
+  char *buf = read_at(AT_FDCWD, path, MAX_HASHED, 0, &n, NULL);
+  if (!buf) return -1;
+  dlx_digest_hex(buf, n, out);
+  free(buf);
+  return 0;
+}
+
+/* ---- the state of one build ------------------------------------------------------ */
+
+typedef struct tool {
+  char cmd[4096];  /* the command as run (split like a shell) */
+  char path[PATH_MAX]; /* resolved */
+  char sig[128];
+  char vdigest[65];
+  char *version; /* one line */
+} tool;
+
+typedef struct build {
+  const dlx_kernel_build_spec *s;
+  dlx_kernel_build_result *res;
+  char kdir[4096]; /* <cache>/kernels */
+  int dirfd;
+  size_t n;
+  dlx_lang langs[MAX_SOURCES];
+  const char *src[MAX_SOURCES];
+  char *src_owned; /* the inline source's path */
+  char src_digest[MAX_SOURCES][65];
+  int used[DLX_LANG_COUNT]; /* languages compiled, plus the linker's */
+  dlx_lang link;
+  tool tools[DLX_LANG_COUNT];
+  char arch_flag[128], arch_why[512];
+  char key1[65];
+  char base[160]; /* "<name>-<20 hex>" */
+  struct timespec t0;
+  double deadline_s; /* seconds after t0; <= 0 none */
+  int announced;
+  double next_note;
+  char *err;
+  size_t errlen;
+} build;
+
+static void say(build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(build *b, const char *fmt, ...) {
+  if (!b->s->say) return;
+  char line[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  b->s->say(b->s->ctx, line);
+}
+
+static double elapsed(const build *b) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - b->t0.tv_sec) + (double)(t.tv_nsec - b->t0.tv_nsec) / 1e9;
+}
+
+/* Seconds the next step may take: what is left of DLX_BUILD_TIMEOUT (at least a
+ * moment, so a step past the deadline fails as a timeout, with its words). */
+static double left(const build *b) {
+  if (b->deadline_s <= 0) return 0;
+  double l = b->deadline_s - elapsed(b);
+  return l > 0.01 ? l : 0.01;
+}
+
+/* The progress line: once after a second, then every 15 s. */
+static void tick(void *p) {
+  build *b = p;
+  double t = elapsed(b);
+  if (!b->announced && t >= 1.0) {
+    b->announced = 1;
+    b->next_note = t + 15.0;
+    say(b, "dlx: building %s from %s%s (%s; later runs load it from the cache)", b->s->name,
+        b->src[0], b->n > 1 ? " and more" : "", b->tools[b->link].cmd);
+  } else if (b->announced && t >= b->next_note) {
+    b->next_note = t + 15.0;
+    say(b, "dlx: still building %s (%.0f s)", b->s->name, t);
+  }
+}
+
+/* ---- facts ------------------------------------------------------------------------ */
+
+static int find_tools(build *b) {
+  for (int l = 0; l < DLX_LANG_COUNT; ++l) {
+    if (!b->used[l]) continue;
+    char cand[3][4096];
+    int nc = dlx_compiler_candidates((dlx_lang)l, &b->s->env, cand);
+    tool *t = &b->tools[l];
+    for (int i = 0; i < nc && !t->path[0]; ++i)
+      if (dlx_which(cand[i], b->s->path_env, t->path, sizeof t->path) == 0)
+        snprintf(t->cmd, sizeof t->cmd, "%s", l == DLX_LANG_CUDA ? t->path : cand[i]);
+    if (!t->path[0]) {
+      if (l == DLX_LANG_CUDA)
+        return dlx_set_err(b->err, b->errlen,
+                           "no CUDA compiler: nvcc is not in $CUDA_HOME/bin, /usr/local/cuda/bin "
+                           "or PATH (install the Debian package %s)",
+                           dlx_lang_package(DLX_LANG_CUDA));
+      return dlx_set_err(b->err, b->errlen,
+                         "no %s: '%s' is not found in PATH (install the Debian package %s, or "
+                         "set %s)",
+                         dlx_lang_role((dlx_lang)l), cand[0], dlx_lang_package((dlx_lang)l),
+                         l == DLX_LANG_C ? "CC" : "CXX");
+    }
+    if (file_sig(t->path, t->sig))
+      return dlx_set_err(b->err, b->errlen, "cannot stat the %s %s", dlx_lang_role((dlx_lang)l),
+                         t->path);
+  }
+  return 0;
+}
+
+static int gather(build *b) {
+  const dlx_kernel_build_spec *s = b->s;
+  if (!dlx_build_name_ok(s->name))
+    return dlx_set_err(b->err, b->errlen,
+                       "name '%s' is not usable in a file name: use letters, digits, '_', '-' "
+                       "and '.' (at most 64, not starting with '.' or '-')",
+                       s->name ? s->name : "");
+  b->n = s->inline_text ? 1 : s->n_sources;
+  if (b->n == 0) return dlx_set_err(b->err, b->errlen, "no sources to build");
+  if (b->n > MAX_SOURCES)
+    return dlx_set_err(b->err, b->errlen, "too many sources (at most %d)", MAX_SOURCES);
+  for (size_t i = 0; i < b->n; ++i) {
+    if (s->lang_given) b->langs[i] = s->lang;
+    else if (s->inline_text) return dlx_set_err(b->err, b->errlen, "inline source: no language");
+    else if (dlx_lang_of_path(s->sources[i], &b->langs[i], b->err, b->errlen)) return -1;
+    b->used[b->langs[i]] = 1;
+  }
+  b->link = dlx_link_lang(b->langs, b->n);
+  b->used[b->link] = 1;
+  if (find_tools(b)) return -1;
+  if (b->used[DLX_LANG_CUDA] &&
+      dlx_cuda_arch(s->cuda_arch, s->visible_arch, s->visible_from, b->arch_flag,
+                    sizeof b->arch_flag, b->arch_why, sizeof b->arch_why, b->err, b->errlen))
+    return -1;
+  if (s->inline_text) {
+    char name[256];
+    dlx_digest_hex(s->inline_text, s->inline_len, b->src_digest[0]);
+    if (dlx_build_inline_name(s->name, b->langs[0], b->src_digest[0], name, sizeof name))
+      return dlx_set_err(b->err, b->errlen, "inline source: name too long");
+    size_t len = strlen(b->kdir) + strlen(name) + 2;
+    b->src_owned = malloc(len);
+    if (!b->src_owned) return dlx_set_err(b->err, b->errlen, "out of memory");
+    snprintf(b->src_owned, len, "%s/%s", b->kdir, name);
+    b->src[0] = b->src_owned;
+    return 0;
+  }
+  for (size_t i = 0; i < b->n; ++i) {
+    b->src[i] = s->sources[i];
+    errno = 0;
+    if (b->src[i][0] != '/')
+      return dlx_set_err(b->err, b->errlen, "source '%s' is not an absolute path", b->src[i]);
+    if (digest_file(b->src[i], b->src_digest[i]))
+      return dlx_set_err(b->err, b->errlen, "cannot read source '%s': %s", b->src[i],
+                         errno ? strerror(errno) : "not a regular file");
+  }
+  return 0;
+}
+
+static int compute_key1(build *b) {
+  const char *srcs[MAX_SOURCES], *digests[MAX_SOURCES], *tools[DLX_LANG_COUNT],
+      *cmds[DLX_LANG_COUNT];
+  for (size_t i = 0; i < b->n; ++i) srcs[i] = b->src[i], digests[i] = b->src_digest[i];
+  for (int l = 0; l < DLX_LANG_COUNT; ++l) {
+    tools[l] = b->used[l] ? b->tools[l].path : NULL;
+    cmds[l] = b->used[l] ? b->tools[l].cmd : NULL;
+  }
+  /* dlx's include folder is a flag like any other */
+  const char *inc[1 + 4096];
+  if (b->s->include_dirs.n > 4096) return dlx_set_err(b->err, b->errlen, "too many include_dirs");
+  inc[0] = b->s->dlx_include_dir ? b->s->dlx_include_dir : "";
+  for (size_t i = 0; i < b->s->include_dirs.n; ++i) inc[i + 1] = b->s->include_dirs.v[i];
+  dlx_build_facts f = {b->s->name, DLX_ABI_VERSION, b->n, b->langs, srcs, digests, tools, cmds,
+                       {inc, b->s->include_dirs.n + 1}, b->s->cflags, b->s->ldflags,
+                       b->s->libraries, b->used[DLX_LANG_CUDA] ? b->arch_flag : NULL};
+  if (dlx_build_key1(&f, b->key1) || dlx_build_manifest_name(b->s->name, b->key1, b->base,
+                                                             sizeof b->base))
+    return dlx_set_err(b->err, b->errlen, "cannot compute the cache key");
+  b->base[strlen(b->base) - strlen(".build")] = '\0';
+  return 0;
+}
+
+/* ---- the warm check ------------------------------------------------------------------ */
+
+/* 1: the library is there, whole and ours (res->fd open on it); 0: build it (why says
+ * why, for verbose output). */
+static int warm(build *b, char *why, size_t whylen) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.build", b->base);
+  size_t len;
+  struct stat st;
+  char *text = read_at(b->dirfd, name, MAX_RECORD, 1, &len, &st);
+  if (!text) {
+    snprintf(why, whylen, "not built before");
+    return 0;
+  }
+  dlx_manifest m;
+  char perr[256];
+  int hit = 0;
+  if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    snprintf(why, whylen, "its build record %s is not ours alone", name);
+    free(text);
+    return 0;
+  }
+  if (dlx_manifest_parse(text, len, &m, perr, sizeof perr)) {
+    snprintf(why, whylen, "%s: %s", name, perr);
+    free(text);
+    return 0;
+  }
+  free(text);
+  const char *versions[DLX_LANG_COUNT] = {0};
+  const char **dpaths = calloc(m.n_deps + 1, sizeof *dpaths);
+  const char **ddigests = calloc(m.n_deps + 1, sizeof *ddigests);
+  char key2[65], lib[256];
+  if (!dpaths || !ddigests) {
+    snprintf(why, whylen, "out of memory");
+    goto done;
+  }
+  if (strcmp(m.key1, b->key1)) {
+    snprintf(why, whylen, "its build record is for another build");
+    goto done;
+  }
+  for (int l = 0; l < DLX_LANG_COUNT; ++l) {
+    if (!b->used[l]) continue;
+    const dlx_manifest_tool *t = &m.tools[l];
+    if (!t->path || strcmp(t->path, b->tools[l].path) || strcmp(t->sig, b->tools[l].sig)) {
+      snprintf(why, whylen, "the %s %s changed", dlx_lang_role((dlx_lang)l), b->tools[l].path);
+      goto done;
+    }
+    versions[l] = t->version_digest;
+  }
+  for (size_t i = 0; i < m.n_deps; ++i) {
+    char d[65];
+    if (digest_file(m.deps[i].path, d) || strcmp(d, m.deps[i].digest)) {
+      snprintf(why, whylen, "%s changed", m.deps[i].path);
+      goto done;
+    }
+    dpaths[i] = m.deps[i].path;
+    ddigests[i] = m.deps[i].digest;
+  }
+  if (dlx_build_key2(b->key1, versions, m.n_deps, dpaths, ddigests, key2) ||
+      dlx_build_lib_name(b->s->name, key2, lib, sizeof lib) || strcmp(lib, m.lib)) {
+    snprintf(why, whylen, "its build record names another library");
+    goto done;
+  }
+  int fd = -1;
+  char terr[512];
+  int trusted = dlx_cache_open_trusted(b->dirfd, lib, &fd, terr, sizeof terr);
+  if (trusted == 1) {
+    snprintf(b->res->path, sizeof b->res->path, "%s/%s", b->kdir, lib);
+    b->res->fd = fd;
+    hit = 1;
+  } else if (trusted == 0) {
+    snprintf(why, whylen, "%s is missing", lib);
+  } else {
+    snprintf(why, whylen, "%s", terr);
+  }
+done:
+  free(dpaths);
+  free(ddigests);
+  dlx_manifest_free(&m);
+  return hit;
+}
+
+/* ---- the cold build ------------------------------------------------------------------- */
+
+typedef struct deps {
+  char **path;
+  char (*digest)[65];
+  size_t n, cap;
+  const build *b;
+  char cwd[PATH_MAX];
+} deps;
+
+static int dep_add(void *p, const char *path) {
+  deps *d = p;
+  char abs[PATH_MAX];
+  if (path[0] == '/') snprintf(abs, sizeof abs, "%s", path);
+  else if (snprintf(abs, sizeof abs, "%s/%s", d->cwd, path) >= (int)sizeof abs) return -1;
+  for (size_t i = 0; i < d->b->n; ++i) /* the sources are in key1 already */
+    if (!strcmp(abs, d->b->src[i])) return 0;
+  for (size_t i = 0; i < d->n; ++i)
+    if (!strcmp(abs, d->path[i])) return 0;
+  if (strchr(abs, '\n')) return -1; /* the record is line-based */
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 64;
+    char **np = realloc(d->path, cap * sizeof *np);
+    if (!np) return -1;
+    d->path = np;
+    char(*nd)[65] = realloc(d->digest, cap * sizeof *nd);
+    if (!nd) return -1;
+    d->digest = nd;
+    d->cap = cap;
+  }
+  d->path[d->n] = strdup(abs);
+  if (!d->path[d->n]) return -1;
+  if (digest_file(abs, d->digest[d->n])) {
+    free(d->path[d->n]);
+    return -1;
+  }
+  ++d->n;
+  return 0;
+}
+
+static void deps_free(deps *d) {
+  for (size_t i = 0; i < d->n; ++i) free(d->path[i]);
+  free(d->path);
+  free(d->digest);
+}
+
+/* Runs one step; on failure keeps its command and output in res. */
+static int step(build *b, char **argv, const char *what) {
+  char *cmd = dlx_argv_join(argv);
+  if (b->s->verbose) say(b, "dlx: %s: %s", what, cmd ? cmd : argv[0]);
+  char *out = NULL;
+  int status = 0;
+  char why[4600];
+  int rc = dlx_build_step(argv, left(b), tick, b, &out, &status, why, sizeof why);
+  if (rc) {
+    snprintf(b->err, b->errlen, "%s %s", what, why);
+    free(b->res->log);
+    free(b->res->command);
+    b->res->log = out;
+    b->res->command = cmd;
+    return -1;
+  }
+  free(out);
+  free(cmd);
+  return 0;
+}
+
+/* The compiler's --version, as a digest (for the key) and one line (for people). */
+static int versions(build *b) {
+  for (int l = 0; l < DLX_LANG_COUNT; ++l) {
+    if (!b->used[l]) continue;
+    tool *t = &b->tools[l];
+    char *argv[] = {t->path, "--version", NULL};
+    char *out = NULL;
+    int status = 0;
+    char why[4600];
+    if (dlx_build_step(argv, left(b), tick, b, &out, &status, why, sizeof why)) {
+      dlx_set_err(b->err, b->errlen, "asking the %s for its version: %s",
+                  dlx_lang_role((dlx_lang)l), why);
+      free(b->res->log);
+      b->res->log = out;
+      return -1;
+    }
+    const char *text = out ? out : "";
+    dlx_digest_hex(text, strlen(text), t->vdigest);
+    /* one line: the first that is not empty, newlines as " | " would be long; nvcc's
+     * first lines are a banner, so its last line (the release) is the one kept */
+    const char *line = text;
+    size_t len = 0;
+    for (const char *p = text; *p;) {
+      const char *eol = strchr(p, '\n');
+      size_t n = eol ? (size_t)(eol - p) : strlen(p);
+      if (n && (!len || l == DLX_LANG_CUDA)) line = p, len = n;
+      p += n + (eol ? 1 : 0);
+    }
+    if (len > 200) len = 200;
+    t->version = malloc(len + 1);
+    if (!t->version) {
+      free(out);
+      return dlx_set_err(b->err, b->errlen, "out of memory");
+    }
+    memcpy(t->version, line, len);
+    t->version[len] = '\0';
+    for (char *c = t->version; *c; ++c)
+      if (*c == '\r') *c = ' ';
+    free(out);
+  }
+  return 0;
+}
+
+/* A small file written whole or not at all: temp file, then rename. */
+static int write_file(const char *path, const char *text, size_t len, mode_t mode, char *err,
+                      size_t errlen) {
+  char temp[4200];
+  if (dlx_temp_path(path, temp, sizeof temp)) return dlx_set_err(err, errlen, "path too long");
+  int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return dlx_set_err(err, errlen, "cannot write %s: %s", temp, strerror(errno));
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, text + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  int ok = done == len && fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(temp, path) != 0) {
+    unlink(temp);
+    return dlx_set_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+  }
+  return 0;
+}
+
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char p[4400];
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      unlink(p);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+static int cold(build *b) {
+  const dlx_kernel_build_spec *s = b->s;
+  dlx_kernel_build_result *res = b->res;
+  int rc = -1;
+  char work[4400] = "", temp[4400] = "";
+  char *objs[MAX_SOURCES] = {0};
+  deps d = {0};
+  d.b = b;
+  char **argv = NULL;
+  int argc = 0;
+  char *record = NULL;
+  const char *commands[MAX_SOURCES + 1];
+  char *joined[MAX_SOURCES + 1] = {0};
+  size_t n_joined = 0;
+  if (!getcwd(d.cwd, sizeof d.cwd)) {
+    dlx_set_err(b->err, b->errlen, "cannot read the current folder: %s", strerror(errno));
+    goto done;
+  }
+  if (versions(b)) goto done;
+  if (s->inline_text) {
+    size_t have_len;
+    char *have = read_at(AT_FDCWD, b->src[0], MAX_HASHED, 1, &have_len, NULL);
+    int same = have && have_len == s->inline_len && !memcmp(have, s->inline_text, have_len);
+    free(have);
+    if (!same && write_file(b->src[0], s->inline_text, s->inline_len, 0600, b->err, b->errlen))
+      goto done;
+  }
+  snprintf(work, sizeof work, "%s/.work-%s-XXXXXX", b->kdir, b->s->name);
+  if (!mkdtemp(work)) {
+    dlx_set_err(b->err, b->errlen, "cannot make a work folder in %s: %s", b->kdir,
+                strerror(errno));
+    work[0] = '\0';
+    goto done;
+  }
+  const char *inc[1 + 4096];
+  inc[0] = s->dlx_include_dir;
+  for (size_t i = 0; i < s->include_dirs.n; ++i) inc[i + 1] = s->include_dirs.v[i];
+  if (b->used[DLX_LANG_CUDA] && s->verbose) say(b, "dlx: %s: %s", s->name, b->arch_why);
+  for (size_t i = 0; i < b->n; ++i) {
+    char obj[4600], dep[4600];
+    const char *base = strrchr(b->src[i], '/');
+    snprintf(obj, sizeof obj, "%s/%zu-%s.o", work, i, base ? base + 1 : b->src[i]);
+    snprintf(dep, sizeof dep, "%s/%zu.d", work, i);
+    objs[i] = strdup(obj);
+    if (!objs[i]) {
+      dlx_set_err(b->err, b->errlen, "out of memory");
+      goto done;
+    }
+    dlx_unit_spec u = {b->langs[i], b->tools[b->langs[i]].cmd, b->src[i], obj, dep,
+                       {inc, s->include_dirs.n + 1}, s->cflags, b->arch_flag};
+    if (dlx_unit_argv(&u, &argv, &argc, b->err, b->errlen)) goto done;
+    joined[n_joined] = dlx_argv_join(argv);
+    commands[n_joined] = joined[n_joined] ? joined[n_joined] : "";
+    ++n_joined;
+    if (step(b, argv, "compiling")) goto done;
+    dlx_argv_free(argv, argc);
+    argv = NULL;
+    size_t len;
+    char *text = read_at(AT_FDCWD, dep, MAX_RECORD, 1, &len, NULL);
+    char derr[512];
+    if (!text || dlx_depfile_parse(text, len, dep_add, &d, derr, sizeof derr) < 0) {
+      dlx_set_err(b->err, b->errlen,
+                  "the compiler's dependency output %s: %s (the cache key needs every header "
+                  "the source includes)",
+                  dep, text ? derr : "missing");
+      free(text);
+      goto done;
+    }
+    free(text);
+  }
+  const char *versions_d[DLX_LANG_COUNT] = {0};
+  for (int l = 0; l < DLX_LANG_COUNT; ++l)
+    if (b->used[l]) versions_d[l] = b->tools[l].vdigest;
+  char key2[65], lib[256];
+  const char **dd = malloc((d.n + 1) * sizeof *dd);
+  for (size_t i = 0; dd && i < d.n; ++i) dd[i] = d.digest[i];
+  int kbad = !dd || dlx_build_key2(b->key1, versions_d, d.n, (const char *const *)d.path, dd,
+                                   key2) ||
+             dlx_build_lib_name(s->name, key2, lib, sizeof lib);
+  free(dd);
+  if (kbad) {
+    dlx_set_err(b->err, b->errlen, "cannot compute the cache key");
+    goto done;
+  }
+  snprintf(res->path, sizeof res->path, "%s/%s", b->kdir, lib);
+  if (dlx_temp_path(res->path, temp, sizeof temp)) {
+    dlx_set_err(b->err, b->errlen, "path too long");
+    goto done;
+  }
+  dlx_link_spec ls = {b->tools[b->link].cmd, temp, {(const char *const *)objs, b->n},
+                      s->ldflags, s->libraries};
+  if (dlx_link_argv(&ls, &argv, &argc, b->err, b->errlen)) goto done;
+  joined[n_joined] = dlx_argv_join(argv);
+  commands[n_joined] = joined[n_joined] ? joined[n_joined] : "";
+  ++n_joined;
+  if (step(b, argv, "linking")) goto done;
+  if (dlx_seal_file(temp, b->err, b->errlen) || dlx_publish(temp, res->path, b->err, b->errlen))
+    goto done;
+  temp[0] = '\0';
+  /* the record last: a record always names a library that was published */
+  dlx_manifest m = {0};
+  m.name = s->name;
+  m.key1 = b->key1;
+  m.lib = lib;
+  m.arch = b->used[DLX_LANG_CUDA] ? b->arch_why : NULL;
+  for (int l = 0; l < DLX_LANG_COUNT; ++l)
+    if (b->used[l])
+      m.tools[l] = (dlx_manifest_tool){b->tools[l].path, b->tools[l].sig, b->tools[l].vdigest,
+                                       b->tools[l].version};
+  dlx_manifest_file srcs[MAX_SOURCES];
+  for (size_t i = 0; i < b->n; ++i) srcs[i] = (dlx_manifest_file){b->src_digest[i], b->src[i]};
+  m.sources = srcs;
+  m.n_sources = b->n;
+  m.deps = d.n ? malloc(d.n * sizeof *m.deps) : NULL;
+  if (d.n && !m.deps) {
+    dlx_set_err(b->err, b->errlen, "out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < d.n; ++i) m.deps[i] = (dlx_manifest_file){d.digest[i], d.path[i]};
+  m.n_deps = d.n;
+  m.commands = commands;
+  m.n_commands = n_joined;
+  record = dlx_manifest_format(&m);
+  free(m.deps);
+  char rpath[4400];
+  snprintf(rpath, sizeof rpath, "%s/%s.build", b->kdir, b->base);
+  if (!record) {
+    dlx_set_err(b->err, b->errlen, "cannot write the build record (a path holds a newline?)");
+    goto done;
+  }
+  if (write_file(rpath, record, strlen(record), 0600, b->err, b->errlen)) goto done;
+  char terr[512];
+  int trusted = dlx_cache_open_trusted(b->dirfd, lib, &res->fd, terr, sizeof terr);
+  if (trusted != 1) {
+    dlx_set_err(b->err, b->errlen, "the library just built is refused: %s",
+                trusted ? terr : "it vanished");
+    goto done;
+  }
+  res->built = 1;
+  rc = 0;
+done:
+  if (argv) dlx_argv_free(argv, argc);
+  if (temp[0]) unlink(temp);
+  if (work[0]) remove_tree(work);
+  for (size_t i = 0; i < b->n; ++i) free(objs[i]);
+  for (size_t i = 0; i < n_joined; ++i) free(joined[i]);
+  free(record);
+  deps_free(&d);
+  return rc;
+}
+
+/* ---- the whole -------------------------------------------------------------------------- */
+
+void dlx_kernel_build_result_free(dlx_kernel_build_result *res) {
+  if (!res) return;
+  free(res->log);
+  free(res->command);
+  res->log = res->command = NULL;
+  if (res->fd >= 0) close(res->fd);
+  res->fd = -1;
+}
+
+int dlx_kernel_build(const dlx_kernel_build_spec *s, dlx_kernel_build_result *res, char *err,
+                     size_t errlen) {
+  memset(res, 0, sizeof *res);
+  res->fd = -1;
+  build *b = calloc(1, sizeof *b);
+  if (!b) return dlx_set_err(err, errlen, "out of memory");
+  b->s = s;
+  b->res = res;
+  b->err = err;
+  b->errlen = errlen;
+  b->dirfd = -1;
+  clock_gettime(CLOCK_MONOTONIC, &b->t0);
+  b->deadline_s = s->timeout_s;
+  int rc = -1;
+  dlx_lock lock = {-1};
+  char why[1024];
+  if (!s->cache_dir || snprintf(b->kdir, sizeof b->kdir, "%s/kernels", s->cache_dir) >=
+                           (int)sizeof b->kdir) {
+    dlx_set_err(err, errlen, "cache folder path too long");
+    goto done;
+  }
+  /* the cache folder first (created 0700, checked with every folder above it), then
+   * kernels/ inside it, checked the same way */
+  if (dlx_cache_dir_ensure(s->cache_dir, err, errlen)) goto done;
+  b->dirfd = dlx_cache_dir_open(b->kdir, 1, err, errlen);
+  if (b->dirfd < 0) goto done;
+  if (gather(b) || compute_key1(b)) goto done;
+  if (warm(b, why, sizeof why)) {
+    if (s->verbose) say(b, "dlx: %s: from the cache: %s", s->name, res->path);
+    rc = 0;
+    goto done;
+  }
+  if (s->verbose) say(b, "dlx: %s: building (%s)", s->name, why);
+  char lock_path[4400], what[4400];
+  snprintf(lock_path, sizeof lock_path, "%s/%s.lock", b->kdir, b->base);
+  snprintf(what, sizeof what, "%s/%s", b->kdir, b->base);
+  if (dlx_build_lock(what, lock_path, s->timeout_s, s->say, s->ctx, &lock, err, errlen))
+    goto done;
+  /* whoever held the lock may have built it meanwhile */
+  if (warm(b, why, sizeof why)) {
+    if (s->verbose) say(b, "dlx: %s: built by another process: %s", s->name, res->path);
+    rc = 0;
+    goto done;
+  }
+  rc = cold(b);
+  if (rc == 0 && b->announced) say(b, "dlx: built %s in %.1f s", s->name, elapsed(b));
+done:
+  dlx_lock_release(&lock);
+  if (b->dirfd >= 0) close(b->dirfd);
+  for (int l = 0; l < DLX_LANG_COUNT; ++l) free(b->tools[l].version);
+  free(b->src_owned);
+  free(b);
+  if (rc && res->fd >= 0) {
+    close(res->fd);
+    res->fd = -1;
+  }
+  return rc;
+}
