@@ -2,12 +2,13 @@
 caller's current stream. User guide: docs/guide.md; the public names are in
 docs/interface.md."""
 import os as _os
+from threading import get_ident as _thread_id
 
 from . import _core
-from ._core import Kernel, Library, exchange_api, register_provider
+from ._core import Kernel, Library, exchange_api, register_provider, register_stream_provider
 
-__all__ = ["include_dir", "load", "exchange_api", "register_provider", "Library", "Kernel",
-           "build", "load_inline", "BuildError"]
+__all__ = ["include_dir", "load", "exchange_api", "register_provider", "register_stream_provider",
+           "stream", "Library", "Kernel", "build", "load_inline", "BuildError"]
 
 try:  # numpy cannot carry the table attribute itself: dlx provides one for it
     import numpy as _np  # noqa: F401
@@ -40,6 +41,70 @@ def _jax_autosetup():
 # JAX arrays: dlx's provider (read-only exports, results as jax.Array), installed by the
 # first jax.Array that reaches a call; importing dlx never imports jax.
 _core.register_lazy_setup("jax", "Array", _jax_autosetup)
+
+
+def _stream_handle(s):
+    """The integer handle of a stream given to dlx.stream: an int, `__cuda_stream__` (the
+    CUDA stream protocol: (version, handle)), or a `cuda_stream` / `npu_stream` / `ptr`
+    attribute (torch.cuda.Stream, torch.npu.Stream, cupy.cuda.Stream)."""
+    if isinstance(s, int) and not isinstance(s, bool):
+        h, what = s, "the handle"
+    else:
+        proto = getattr(type(s), "__cuda_stream__", None)
+        if proto is not None:
+            r = s.__cuda_stream__() if callable(proto) else s.__cuda_stream__
+            if not (isinstance(r, tuple) and len(r) == 2):
+                raise TypeError(f"dlx.stream: {type(s).__name__}.__cuda_stream__() returned "
+                                f"{r!r}, not a (version, handle) tuple")
+            h, what = r[1], "__cuda_stream__()[1]"
+        else:
+            for what in ("cuda_stream", "npu_stream", "ptr"):
+                h = getattr(s, what, None)
+                if h is not None:
+                    break
+            else:
+                raise TypeError(f"dlx.stream: {type(s).__name__} is not a stream: expected an "
+                                "int, an object with a cuda_stream, npu_stream or ptr attribute, "
+                                "or one implementing __cuda_stream__")
+        if not isinstance(h, int) or isinstance(h, bool):
+            raise TypeError(f"dlx.stream: {type(s).__name__}'s {what} is "
+                            f"{type(h).__name__}, not an int")
+    if not 0 <= h < 1 << 64:
+        raise ValueError(f"dlx.stream: {what} {h} is not a stream handle (0 <= handle < 2**64)")
+    return h
+
+
+class stream:
+    """`with dlx.stream(s):` every kernel call on this thread runs on stream `s`, and
+    producers without an exchange table are exported for it (`__dlpack__(stream=...)`).
+    `s`: an int, an object with `cuda_stream`, `npu_stream` or `ptr`, or one implementing
+    `__cuda_stream__`; None changes nothing. Resolved once, on entering; nests; other
+    threads do not see it."""
+
+    __slots__ = ("_s", "_saved")
+
+    def __init__(self, s):
+        self._s = s
+        self._saved = {}  # thread id -> what each entry replaced (the object may be reused)
+
+    def __enter__(self):
+        if self._s is not None:
+            prev = _core._stream_push(_stream_handle(self._s))
+            self._saved.setdefault(_thread_id(), []).append(prev)
+        return self
+
+    def __exit__(self, *exc):
+        if self._s is not None:
+            tid = _thread_id()
+            saved = self._saved[tid]
+            prev = saved.pop()
+            if not saved:
+                del self._saved[tid]
+            _core._stream_pop(prev)
+        return False
+
+    def __repr__(self):
+        return f"dlx.stream({self._s!r})"
 
 
 def __getattr__(name):

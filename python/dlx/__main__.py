@@ -236,6 +236,14 @@ def doctor():
     print(f"stream providers (active backend {info['active']}, {info['calls']} calls so far):")
     for backend, where in info["providers"].items():
         print(f"  {backend}: {where}")
+    print("streams for __dlpack__ producers without a table, when nothing else names one: "
+          "the per-thread default stream (CUDA: cudaStreamPerThread, DLPack stream 2; ROCm: the "
+          "default stream, DLPack 0); before that: `with dlx.stream(s)`, the stream of a table "
+          "tensor in the same call, a stream provider (built in: cupy.ndarray -> "
+          "cupy.cuda.get_current_stream().ptr)")
+    registered = _core._stream_providers()
+    for tp, fn in registered.items():
+        print(f"  provider for {tp.__module__}.{tp.__qualname__}: {fn!r}")
     print("device map (DLPack device type -> backend):")
     for dev, backend, note, only_active in _core.device_rows():
         cond = " while that backend is active" if only_active else ""

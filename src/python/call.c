@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dlx_core.h"
+#include "dlx_stream.h"
 
 _Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "buffer strides are read as int64_t");
 
@@ -511,6 +512,111 @@ static PyObject *build_result(call_state *st) {
   return t;
 }
 
+/* The call's stream when a __dlpack__ producer waits for it or an override is in force
+ * (issue 13): gather the facts, let src/core/dlx_stream.c choose the source, ask it, then
+ * export the waiting producers with that stream, each checked like any tensor. Calls whose
+ * tensors all bring tables never come here. -1 with the exception set and prefixed. */
+__attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObject *const *objs,
+                                                          dlx_arg *argv, dlx_slot *slots,
+                                                          dlx_sig_bindings *binds) {
+  const dlx_kernel_info *k = st->k;
+  int32_t n = st->pub.num_args;
+  dlx_stream_settle(argv, slots, n); /* before any Python code runs: nested calls count */
+  DLDevice dev = st->pub.device;
+  uintptr_t handle = 0;
+  dlx_stream_facts f = {.has_device = dev.device_type != kDLCPU};
+  f.override_active = dlx_stream_override(&handle);
+  int32_t table_arg = -1, provider_arg = -1, first_device = -1;
+  PyObject *provider = NULL;
+  for (int32_t i = 0; i < n; ++i) {
+    if (argv[i].kind != DLX_ARG_TENSOR || argv[i].value.tensor->device.device_type == kDLCPU)
+      continue;
+    if (first_device < 0) first_device = i;
+    if (slots[i].api && table_arg < 0) table_arg = i;
+    f.deferred |= dlx_slot_deferred(&argv[i], &slots[i]);
+  }
+  if (!f.deferred && table_arg != first_device) table_arg = -1; /* as without this pass */
+  f.table_device = table_arg >= 0;
+  for (int32_t i = 0; i < n && f.deferred && !f.override_active && !f.table_device; ++i) {
+    if (!dlx_slot_deferred(&argv[i], &slots[i])) continue;
+    int rc = dlx_stream_provider_find(objs[i], &provider);
+    if (rc != 0) provider_arg = i;
+    if (rc < 0) goto producer_error;
+    if (rc > 0) break;
+  }
+  f.provider = provider_arg >= 0;
+  switch (dlx_stream_choose(&f)) {
+    case DLX_STREAM_NONE:
+      handle = 0; /* the CPU (whatever the override), or nothing to ask */
+      break;
+    case DLX_STREAM_OVERRIDE:
+      break;
+    case DLX_STREAM_TABLE: {
+      void *s = NULL;
+      if (slots[table_arg].api->current_work_stream(dev.device_type, dev.device_id, &s)) {
+        if (!PyErr_Occurred())
+          PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
+        return -1;
+      }
+      handle = (uintptr_t)s;
+      break;
+    }
+    case DLX_STREAM_PROVIDER:
+      if (dlx_stream_provider_call(provider, dev, &handle)) {
+        dlx_prefix_error("%s(): argument %d (%.100s): stream provider: ", k->name,
+                         (int)provider_arg, Py_TYPE(objs[provider_arg])->tp_name);
+        st->prefixed = 1;
+        return -1;
+      }
+      break;
+    case DLX_STREAM_DEFAULT:
+      handle = dlx_stream_default_handle(dev.device_type);
+      break;
+  }
+  st->pub.stream = (void *)handle;
+  for (int32_t i = 0; i < n; ++i) {
+    if (!dlx_slot_deferred(&argv[i], &slots[i])) continue;
+    int64_t v = 0;
+    PyObject *stream = NULL;
+    int how = dlx_stream_dlpack_arg(dev.device_type, handle, &v);
+    if (how == DLX_DLPACK_BAD_STREAM) {
+      char d[48];
+      device_text(dev, d, sizeof d);
+      return fail(st, "ValueError",
+                  "argument %d (%.100s) is on %s, where DLPack has no stream number for the "
+                  "call's stream %#llx (ROCm allows 0 or a stream pointer > 2)",
+                  (int)i, Py_TYPE(objs[i])->tp_name, d, (unsigned long long)handle);
+    }
+    if (how == DLX_DLPACK_STREAM && !(stream = PyLong_FromLongLong(v))) return -1;
+    int rc = dlx_export_deferred(objs[i], stream, &argv[i], &slots[i]);
+    Py_XDECREF(stream);
+    if (rc < 0) {
+      provider_arg = i;
+      goto producer_error;
+    }
+    DLDevice got = argv[i].value.tensor->device;
+    if (!same_device(got, dev)) {
+      char dg[48], dd[48];
+      device_text(got, dg, sizeof dg);
+      device_text(dev, dd, sizeof dd);
+      return fail(st, "ValueError",
+                  "argument %d (%.100s): __dlpack__ exported a tensor on %s, but the call's "
+                  "device is %s (from __dlpack_device__ and the other arguments)",
+                  (int)i, Py_TYPE(objs[i])->tp_name, dg, dd);
+    }
+    if (k->sig && check_declared(k, i, objs[i], &argv[i], &slots[i], binds)) {
+      st->prefixed = 1;
+      return -1;
+    }
+  }
+  return 0;
+producer_error:
+  dlx_prefix_error("%s(): argument %d (%.100s): ", k->name, (int)provider_arg,
+                   Py_TYPE(objs[provider_arg])->tp_name);
+  st->prefixed = 1;
+  return -1;
+}
+
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames) {
   const dlx_sig *sig = k->sig;
@@ -560,7 +666,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
     /* One call site of dlx_convert_arg, so that it inlines: tensors (declared or not) and
      * undeclared arguments go through it; declared scalars, lists and None do not. */
     if (sig && (sig->params[converted].type.kind != DLX_SIG_TENSOR || obj == Py_None)) {
-      owning = 1; /* lists may own a block */
+      owning |= 1; /* lists may own a block */
       rc = convert_other(k, converted, obj, a, &slots[converted]);
     } else {
       rc = dlx_convert_arg(obj, converted, a, &slots[converted]);
@@ -569,8 +675,10 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
                          Py_TYPE(obj)->tp_name);
         st.prefixed = 1;
       } else {
-        owning |= rc;
-        rc = sig ? check_declared(k, converted, obj, a, &slots[converted], &binds) : 0;
+        owning |= rc; /* DLX_CONVERT_DEFERRED: checked once exported (finish_streams) */
+        rc = sig && !(rc & DLX_CONVERT_DEFERRED)
+                 ? check_declared(k, converted, obj, a, &slots[converted], &binds)
+                 : 0;
       }
     }
     if (rc && !st.prefixed)
@@ -582,6 +690,7 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
         dlx_release_slot(&slots[converted]);
         PyErr_Restore(et, ev, tb);
       }
+      if (owning & DLX_CONVERT_DEFERRED) dlx_stream_settle(argv, slots, converted);
       goto out;
     }
     if (a->kind != DLX_ARG_TENSOR) continue;
@@ -595,16 +704,22 @@ PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ss
     } else if (!same_device(dev, st.pub.device)) {
       ++converted; /* this slot is converted: release it too */
       device_mismatch(&st, device_arg, st.pub.device, converted - 1, dev);
+      if (owning & DLX_CONVERT_DEFERRED) dlx_stream_settle(argv, slots, converted);
       goto out;
     }
   }
-  /* The stream is the caller's, on this thread, now: asked once, never cached. */
-  if (device_slot && device_slot->api &&
-      device_slot->api->current_work_stream(st.pub.device.device_type, st.pub.device.device_id,
-                                            &st.pub.stream)) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
-    goto out;
+  /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
+   * calls have none (and no deferred producer: those are on a device). */
+  if (device_slot) {
+    if (__builtin_expect(dlx_stream_pending != 0, 0)) {
+      if (finish_streams(&st, objs, argv, slots, &binds)) goto out;
+    } else if (device_slot->api &&
+               device_slot->api->current_work_stream(st.pub.device.device_type,
+                                                     st.pub.device.device_id, &st.pub.stream)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
+      goto out;
+    }
   }
   int rc;
   if (sig && (sig->options & DLX_SIG_NOGIL)) {

@@ -8,6 +8,7 @@
 #include "dlx_py.h"
 
 #include "dlx_core.h"
+#include "dlx_stream.h"
 
 /* A buffer-protocol argument: the view plus the element shape/strides DLPack needs. */
 typedef struct buffer_block {
@@ -94,28 +95,84 @@ static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
   return check_dims(arg, slot) < 0 ? -1 : 1;
 }
 
-/* obj.__dlpack__(max_version=(1, 3)), falling back to obj.__dlpack__() for producers
- * that predate versioned tensors (they reject the keyword with TypeError). */
-static PyObject *call_dlpack(PyObject *obj) {
-  static PyObject *name, *kwnames, *max_version;
-  if (!name) {
-    name = PyUnicode_InternFromString("__dlpack__");
-    kwnames = Py_BuildValue("(s)", "max_version");
-    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    if (!name || !kwnames || !max_version) return NULL;
-  }
-  /* argv[0] is scratch the callee may use (PY_VECTORCALL_ARGUMENTS_OFFSET). */
-  PyObject *argv[3] = {NULL, obj, max_version};
-  PyObject *cap = PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                            kwnames);
-  if (cap || !PyErr_ExceptionMatches(PyExc_TypeError)) return cap;
-  PyErr_Clear();
-  argv[0] = NULL;
-  return PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+/* Producers that rejected keywords, per type: a retry costs an exception, so a type that
+ * said "unexpected keyword" is asked without them from then on (keyed by the version
+ * tag too: a type changed since is asked afresh). level: 0 all keywords, 1 no
+ * max_version, 2 none. */
+#define KW_MEMO_SIZE 16
+static struct {
+  PyTypeObject *type;
+  unsigned int tag;
+  int level;
+} kw_memo[KW_MEMO_SIZE];
+
+static int kw_memo_slot(PyTypeObject *tp) { return (int)(((uintptr_t)tp >> 4) & (KW_MEMO_SIZE - 1)); }
+
+/* The pending TypeError says a keyword was refused (CPython: "got an unexpected keyword
+ * argument", "takes no keyword arguments"); it stays pending. */
+static int refused_keyword(void) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject *text = ev ? PyObject_Str(ev) : NULL;
+  const char *t = text && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : NULL;
+  int yes = t && strstr(t, "keyword") != NULL;
+  Py_XDECREF(text);
+  PyErr_Clear(); /* a failing str() must not replace the producer's error */
+  PyErr_Restore(et, ev, tb);
+  return yes;
 }
 
-static int from_dlpack(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
-  PyObject *cap = call_dlpack(obj);
+static void kw_remember(PyTypeObject *tp, int level) {
+  if (!dlx_version_tag_valid(tp)) return;
+  int i = kw_memo_slot(tp);
+  kw_memo[i].type = tp;
+  kw_memo[i].tag = tp->tp_version_tag;
+  kw_memo[i].level = level;
+}
+
+PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback) {
+  static PyObject *name, *kw_version, *kw_both, *kw_stream, *max_version;
+  if (!name) {
+    name = PyUnicode_InternFromString("__dlpack__");
+    kw_version = Py_BuildValue("(s)", "max_version");
+    kw_both = Py_BuildValue("(ss)", "stream", "max_version");
+    kw_stream = Py_BuildValue("(s)", "stream");
+    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    if (!name || !kw_version || !kw_both || !kw_stream || !max_version) return NULL;
+  }
+  PyTypeObject *tp = Py_TYPE(obj);
+  int m = kw_memo_slot(tp), first = 0, refused = 0;
+  if (fallback && kw_memo[m].type == tp && kw_memo[m].tag == tp->tp_version_tag &&
+      dlx_version_tag_valid(tp))
+    first = kw_memo[m].level;
+  for (int level = first;;) {
+    /* level 0: every keyword; 1: stream alone (producers before DLPack 1.0); 2: none.
+     * Without a stream, 1 and 2 are the same call. argv[0] is scratch the callee may use
+     * (PY_VECTORCALL_ARGUMENTS_OFFSET). */
+    PyObject *argv[4] = {NULL, obj, NULL, NULL}, *kw = NULL;
+    if (level == 0) {
+      argv[2] = stream ? stream : max_version;
+      argv[3] = max_version;
+      kw = stream ? kw_both : kw_version;
+    } else if (level == 1 && stream) {
+      argv[2] = stream;
+      kw = kw_stream;
+    }
+    PyObject *cap =
+        PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+    if (cap && refused && level > first) kw_remember(tp, level);
+    if (cap || !fallback || level == 2 || (level == 1 && !stream) ||
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return cap;
+    refused |= refused_keyword();
+    PyErr_Clear();
+    ++level;
+  }
+}
+
+/* obj.__dlpack__(...) with `stream` (NULL: none), its capsule consumed into the slot. */
+static int from_dlpack(PyObject *obj, PyObject *stream, dlx_arg *arg, dlx_slot *slot) {
+  PyObject *cap = dlx_call_dlpack(obj, stream, 1);
   if (!cap) return fail_arg();
   int rc = 0;
   /* Renaming marks the capsule consumed: its destructor then leaves the tensor to us. */
@@ -153,6 +210,60 @@ static int from_dlpack(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
   }
   Py_DECREF(cap);
   return rc ? rc : check_dims(arg, slot) < 0 ? -1 : 1;
+}
+
+/* obj.__dlpack_device__() -> *out: 1, or 0 when the producer has no such method (it
+ * predates the protocol's device query), -1 with an exception. */
+static int dlpack_device(PyObject *obj, DLDevice *out) {
+  static PyObject *name;
+  if (!name && !(name = PyUnicode_InternFromString("__dlpack_device__"))) return -1;
+  PyObject *argv[2] = {NULL, obj};
+  PyObject *r = PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+  if (!r) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  long type = -1, id = -1;
+  if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) { /* the type may be an IntEnum */
+    type = PyLong_Check(PyTuple_GET_ITEM(r, 0)) ? PyLong_AsLong(PyTuple_GET_ITEM(r, 0)) : -1;
+    id = PyLong_Check(PyTuple_GET_ITEM(r, 1)) ? PyLong_AsLong(PyTuple_GET_ITEM(r, 1)) : -1;
+    PyErr_Clear(); /* an overflow is refused below like any bad value */
+  }
+  if (type < 0 || type > INT32_MAX || id < 0 || id > INT32_MAX) {
+    PyErr_Format(PyExc_TypeError,
+                 "__dlpack_device__() returned %R, not a (device_type, device_id) tuple of "
+                 "two non-negative ints",
+                 r);
+    Py_DECREF(r);
+    return -1;
+  }
+  Py_DECREF(r);
+  out->device_type = (DLDeviceType)type;
+  out->device_id = (int32_t)id;
+  return 1;
+}
+
+/* A __dlpack__ producer. On a device with streams its export waits until the call's
+ * stream is known (DLX_CONVERT_DEFERRED; call.c exports it with dlx_export_deferred):
+ * meanwhile the slot's view holds nothing but its device. Host tensors, and producers
+ * that cannot say their device, are exported now, without a stream. */
+static int from_dlpack_producer(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
+  DLDevice dev;
+  int rc = dlpack_device(obj, &dev);
+  if (rc < 0) return fail_arg();
+  int64_t unused;
+  if (rc == 0 || dlx_stream_dlpack_arg(dev.device_type, 1, &unused) == DLX_DLPACK_NO_STREAM)
+    return from_dlpack(obj, NULL, arg, slot);
+  memset(&slot->view, 0, sizeof slot->view);
+  slot->view.device = dev;
+  arg->value.tensor = &slot->view;
+  ++dlx_stream_pending; /* the call takes it off again (dlx_stream_settle) */
+  return DLX_CONVERT_DEFERRED;
+}
+
+int dlx_export_deferred(PyObject *obj, PyObject *stream, dlx_arg *arg, dlx_slot *slot) {
+  return from_dlpack(obj, stream, arg, slot);
 }
 
 static int from_buffer(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
@@ -288,7 +399,7 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
       (PyUnicode_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj)))
     return convert_str_or_list(obj, index, arg, slot);
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
-  if (info->source == DLX_SRC_DLPACK) return from_dlpack(obj, arg, slot);
+  if (info->source == DLX_SRC_DLPACK) return from_dlpack_producer(obj, arg, slot);
   if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, arg, slot);
   arg->kind = DLX_ARG_NONE;
   PyErr_SetString(PyExc_TypeError,

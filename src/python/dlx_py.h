@@ -9,6 +9,8 @@
  *   library.c  dlx.Library / dlx.Kernel and kernel discovery
  *   numpy_table.c  dlx's exchange table for numpy.ndarray
  *   jax_table.c    dlx's exchange table for jax.Array (read-only exports)
+ *   stream.c   the stream override (dlx.stream) and stream providers for producers
+ *              without a table
  *   module.c   module init and the small module-level functions
  */
 #ifndef DLX_PY_H_
@@ -138,10 +140,25 @@ typedef struct dlx_slot {
 
 /* ---- convert.c ---- */
 /* Convert args[i] into arg/slot: 0, or 1 when the slot owns something that
- * dlx_release_slot must release after the call; -1 with an exception (not yet saying
- * which kernel and argument: the caller prefixes that), and then the slot may own
+ * dlx_release_slot must release after the call, or DLX_CONVERT_DEFERRED for a
+ * __dlpack__ producer on a device, whose export waits for the call's stream (the slot's
+ * view holds only its device until dlx_export_deferred); -1 with an exception (not yet
+ * saying which kernel and argument: the caller prefixes that), and then the slot may own
  * something exactly when arg->kind is DLX_ARG_TENSOR. */
+#define DLX_CONVERT_DEFERRED 2
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
+/* Export a deferred producer with __dlpack__(stream=stream) (NULL: no stream): 1 (the
+ * slot owns the export), -1 with an exception (the slot may own it: release it). */
+int dlx_export_deferred(PyObject *obj, PyObject *stream, dlx_arg *arg, dlx_slot *slot);
+/* A slot dlx_convert_arg left waiting for dlx_export_deferred (no owner, no table). */
+static inline int dlx_slot_deferred(const dlx_arg *arg, const dlx_slot *slot) {
+  return arg->kind == DLX_ARG_TENSOR && arg->value.tensor == &slot->view && !slot->api &&
+         !slot->managed && !slot->legacy && !slot->buffer;
+}
+/* obj.__dlpack__(stream=stream, max_version=(1, 3)); `stream` NULL: not passed. With
+ * `fallback`, a TypeError (a producer older than those keywords) is retried with fewer:
+ * the stream alone, then none; a type that said "keyword" is remembered. */
+PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback);
 void dlx_release_slot(dlx_slot *slot);
 /* str -> DLX_ARG_STR (no copy: the UTF-8 the str object caches). -1 with an exception. */
 int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
@@ -177,6 +194,24 @@ int dlx_providers_init(PyObject *module);
 /* The current stream of a device on this thread, asked of the active backend's
  * framework entry point; NULL for devices no backend claims. Needs the GIL. */
 int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out);
+
+/* ---- stream.c: `with dlx.stream(s):` and dlx.register_stream_provider ---- */
+int dlx_stream_init(PyObject *module);
+/* Overrides in force on any thread plus deferred producers not yet exported (changed
+ * with the GIL): while 0, a call looks no further than its tables (one load). A call that
+ * deferred producers takes them off again (dlx_stream_settle). */
+extern unsigned int dlx_stream_pending;
+/* Take the deferred producers among argv[0..n) off dlx_stream_pending. */
+void dlx_stream_settle(const dlx_arg *argv, const dlx_slot *slots, int32_t n);
+/* 1 and *out: this thread's override; 0: none. */
+int dlx_stream_override(uintptr_t *out);
+/* The stream provider for a device producer without a table: one registered for its type
+ * (or a base), else the built-in one for CuPy arrays. 1 with *fn, 0
+ * none, -1 with an exception. *fn is borrowed: call it before any other Python code runs. */
+int dlx_stream_provider_find(PyObject *obj, PyObject **fn);
+/* Ask provider `fn` (from dlx_stream_provider_find) for device `dev`'s stream: 0 and *out,
+ * -1 with an exception (TypeError when it did not return an int). */
+int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out);
 
 /* ---- library.c ---- */
 int dlx_library_init(PyObject *module);

@@ -30,20 +30,8 @@ static void legacy_deleter(DLManagedTensorVersioned *m) {
   PyMem_RawFree(e);
 }
 
-static PyObject *call_dunder_dlpack(PyObject *obj) {
-  static PyObject *name, *kwnames, *max_version;
-  if (!name) {
-    name = PyUnicode_InternFromString("__dlpack__");
-    kwnames = Py_BuildValue("(s)", "max_version");
-    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    if (!name || !kwnames || !max_version) return NULL;
-  }
-  PyObject *argv[3] = {NULL, obj, max_version};
-  return PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
-}
-
 static int jax_from_py(void *py_object, DLManagedTensorVersioned **out) {
-  PyObject *cap = call_dunder_dlpack(py_object);
+  PyObject *cap = dlx_call_dlpack(py_object, NULL, 0);
   if (!cap) return -1;
   int rc = -1;
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {

@@ -59,7 +59,8 @@ static PyObject *install_numpy(PyObject *self, PyObject *unused) {
 static PyObject *stats(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
-  return Py_BuildValue("{sK}", "type_lookups", dlx_stat_type_lookups);
+  return Py_BuildValue("{sKsI}", "type_lookups", dlx_stat_type_lookups, "stream_pending",
+                       dlx_stream_pending);
 }
 
 static PyMethodDef methods[] = {
@@ -69,7 +70,7 @@ static PyMethodDef methods[] = {
     {"register_provider", (PyCFunction)(void (*)(void))register_provider, METH_FASTCALL,
      "register_provider(type, capsule): use this table for a type that cannot carry one"},
     {"_install_numpy", install_numpy, METH_NOARGS, "register dlx's numpy.ndarray table"},
-    {"_stats", stats, METH_NOARGS, "internal counters (type-cache misses), for tests"},
+    {"_stats", stats, METH_NOARGS, "internal counters (type-cache misses, stream_pending), for tests"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
@@ -80,7 +81,7 @@ PyMODINIT_FUNC PyInit__core(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
   if (dlx_tables_init(m) || dlx_library_init(m) || dlx_addon_init(m) || dlx_providers_init(m) ||
-      dlx_jax_init(m) ||
+      dlx_jax_init(m) || dlx_stream_init(m) ||
       PyModule_AddIntConstant(m, "DLPACK_MAJOR_VERSION", DLPACK_MAJOR_VERSION) ||
       PyModule_AddIntConstant(m, "DLPACK_MINOR_VERSION", DLPACK_MINOR_VERSION) ||
       PyModule_AddIntConstant(m, "ABI_VERSION", DLX_ABI_VERSION) ||

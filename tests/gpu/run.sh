@@ -2,7 +2,8 @@
 # The CUDA check of the streams issue, for a machine with a GPU, nvcc and a torch that has
 # its own exchange table (not run in CI). Builds dlx with plain compiler calls (no apt,
 # no cmake needed), compiles tests/gpu/stream_kernels.cu and examples/saxpy_cuda.cu with nvcc,
-# runs check_cuda.py.
+# runs check_cuda.py, then check_cupy.py (torch + CuPy streams, CUDA graph capture) when
+# CuPy is importable.
 # Usage: bash tests/gpu/run.sh [python]   (default: python3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,3 +25,9 @@ nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude examples/saxpy_c
   -o "$OUT/k/saxpy_cuda.so"
 DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cuda.py \
   "$OUT/k/stream_kernels.so" "$OUT/k/saxpy_cuda.so"
+if "$PY" -c 'import cupy' 2>/dev/null; then
+  DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cupy.py \
+    "$OUT/k/stream_kernels.so"
+else
+  echo "cupy is not importable for $PY: the CuPy stream check is skipped (pip install cupy-cuda12x)"
+fi
