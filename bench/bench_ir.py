@@ -190,9 +190,9 @@ def child(out):
     except (ImportError, OSError, AttributeError, RuntimeError) as e:
         print(f"pending tvm-ffi: {e}", flush=True)
 
-    def run(label, fn, args, attr=None):
+    def run(label, fn, args, attr=None, kwnames=None):
         try:
-            drv.run(fn, tuple(args), CALLS, label, attr)
+            drv.run(fn, tuple(args), CALLS, label, attr, kwnames)
         except Exception as e:  # a peer refusing an object: say so, go on
             print(f"skip {label}: {type(e).__name__}: {e}", flush=True)
 
@@ -213,6 +213,13 @@ def child(out):
             for name, fns in impls.items():
                 if kind in fns:
                     run(f"{name}|{kind}{k}", fns[kind](k), args)
+    # Declared signatures: the same work behind "x: f32[n], y: f32[n] mut, z: f32[n]" (its
+    # checks), by position and by keyword (its binding); three ints behind "a: int, ...".
+    for kind in ("np", "pt"):
+        if kind in objects:
+            run(f"signed|{kind}3", lib.touch3s, objects[kind][:3])
+            run(f"signed kw|{kind}3", lib.touch3s, objects[kind][:3], kwnames=("x", "y", "z"))
+    run("signed|int3", lib.touch_ints3s, objects["int"])
     # lib.k(...) against a bound k(...): the attribute fetch per call, as the driver
     # does it (PyObject_GetAttr) and as Python code does it (the interpreter's own loop).
     three = objects["np"][:3]
@@ -307,6 +314,15 @@ def report(counts, pending, out):
     if attr and bound:
         print(f"lib.touch(...) via PyObject_GetAttr: {attr:.0f} Ir, bound touch(...): {bound:.0f} "
               f"Ir, the lookup: {attr - bound:.0f} Ir (module m.noop: {mattr - mbare:.0f} Ir)")
+    print("declared signatures (per call; checks and binding over the unsigned `touch`):")
+    for kind in ("np3", "pt3", "int3"):
+        plain, signed = per.get(("dlx", kind)), per.get(("signed", kind))
+        if not (plain and signed):
+            continue
+        kw = per.get(("signed kw", kind))
+        print(f"  {label(kind):16s} unsigned {plain:6.0f} Ir, signed {signed:6.0f} Ir "
+              f"({(signed - plain) / 3:+6.1f} per object)" +
+              (f", all by keyword {kw:6.0f} Ir ({kw - signed:+6.0f} for binding)" if kw else ""))
     py = {k[0]: v for k, v in per.items() if k[0].startswith("py ")}
     if len(py) == 4:
         print(f"in Python bytecode: lib.touch(a,b,c) {py['py lib.touch(...)']:.0f} Ir vs "

@@ -819,3 +819,30 @@ void dlx_sig_fault_message(const dlx_sig *s, int32_t param, const DLTensor *t,
   }
   finish(&o);
 }
+
+void dlx_sig_quick_plan(const dlx_sig *s, int32_t param, dlx_sig_quick *q) {
+  const dlx_sig_type *ty = &s->params[param].type;
+  memset(q, 0, sizeof *q);
+  q->dtype = DLX_SIG_NO_EXACT;
+  q->ndim = -1;
+  q->kind = ty->kind;
+  if (ty->kind != DLX_SIG_TENSOR || ty->dtype_exact == DLX_SIG_NO_EXACT || ty->ndims < 0 ||
+      ty->ellipsis >= 0 || ty->ndims > DLX_SIG_QUICK_DIMS || (ty->flags & ~DLX_SIG_MUT))
+    return;
+  for (int32_t d = 0; d < ty->ndims; ++d) {
+    const dlx_sig_dim *dm = &s->dims[ty->dim0 + d];
+    if (dm->kind == DLX_DIM_SYMBOL) {
+      q->sym[d] = (int8_t)dm->sym;
+    } else if (dm->kind == DLX_DIM_ANY) {
+      q->sym[d] = -1;
+    } else if (dm->kind == DLX_DIM_FIXED) {
+      q->sym[d] = -2;
+      q->extent[d] = dm->extent;
+    } else {
+      return;
+    }
+  }
+  q->dtype = ty->dtype_exact;
+  q->mut = (ty->flags & DLX_SIG_MUT) != 0;
+  q->ndim = ty->ndims;
+}

@@ -172,7 +172,9 @@ typedef struct dlx_sig_bindings {
 } dlx_sig_bindings;
 
 static inline void dlx_sig_bindings_init(dlx_sig_bindings *b, const dlx_sig *s) {
-  for (int32_t k = 0; k < s->nsymbols; ++k) b->value[k] = -1;
+  int32_t k = 0, n = s->nsymbols;
+  for (; k < n && k < 4; ++k) b->value[k] = -1; /* stores, not a memset call, for the usual few */
+  for (; k < n; ++k) b->value[k] = -1;
 }
 
 typedef enum {
@@ -272,6 +274,51 @@ static inline int dlx_sig_check_type(const dlx_sig *s, const dlx_sig_type *ty, i
 static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DLTensor *t,
                                        int readonly, dlx_sig_bindings *b, dlx_sig_fault *fault) {
   return dlx_sig_check_type(s, &s->params[param].type, param, t, readonly, b, fault);
+}
+
+/* ---- the quick check: the usual tensor parameter, compiled once ---------------------- */
+
+#define DLX_SIG_QUICK_DIMS 8
+
+/* One dtype, a fixed number of dimensions (up to DLX_SIG_QUICK_DIMS), each a size symbol,
+ * a fixed extent or "_", no device or contiguity flag ("x: f32[n]", "out: f32[m, n] mut"):
+ * then the whole check is a few compares. Anything else has ndim -1 and is left to
+ * dlx_sig_check_type. */
+typedef struct dlx_sig_quick {
+  uint32_t dtype;  /* dlx_sig_dtype_packed of the one dtype */
+  int32_t ndim;    /* -1: not quick */
+  int32_t mut;     /* 1: a read-only tensor is refused */
+  int32_t kind;    /* the parameter's dlx_sig_kind, quick or not */
+  int8_t sym[DLX_SIG_QUICK_DIMS];      /* per dimension: a size symbol, -1 any extent, -2
+                                          the fixed extent[d] */
+  int64_t extent[DLX_SIG_QUICK_DIMS];
+} dlx_sig_quick;
+
+/* Compile parameter `param` of `s` (any kind: non-tensors are simply not quick). */
+void dlx_sig_quick_plan(const dlx_sig *s, int32_t param, dlx_sig_quick *q);
+
+/* 0: tensor `t` passes the check of its parameter; 1: dlx_sig_check_type must decide (it
+ * finds the fault, or the parameter is not quick). Symbols are bound in the order the
+ * full check binds them, so that a fault it then finds reads the same. */
+static inline int dlx_sig_check_quick(const dlx_sig_quick *q, int32_t param, const DLTensor *t,
+                                      int readonly, dlx_sig_bindings *b) {
+  if (dlx_sig_dtype_packed(t->dtype) != q->dtype || t->ndim != q->ndim || (readonly & q->mut))
+    return 1;
+  const int64_t *shape = t->shape;
+  for (int32_t d = 0; d < q->ndim; ++d) {
+    int32_t k = q->sym[d];
+    int64_t n = shape[d];
+    if (k >= 0) {
+      if (b->value[k] != n) { /* unbound (-1): bind it; bound: a fault */
+        if (b->value[k] >= 0) return 1;
+        b->value[k] = n;
+        b->owner[k] = (int8_t)param;
+      }
+    } else if (k == -2 && n != q->extent[d]) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* The message of a fault, without the kernel name: "'out' has n=5 where 'x' has n=4". */

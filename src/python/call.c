@@ -10,14 +10,18 @@
  * Everything a call needs lives on the C stack; nothing is allocated here (ints/floats
  * arguments longer than DLX_SCRATCH_DIMS are the exception). Every error raised during a
  * call starts with "<kernel>(): ".
+ *
+ * Unsigned and signed kernels have loops of their own (call_unsigned, call_signed), so
+ * that the unsigned one pays nothing for signatures; both take exact floats, small ints
+ * and numpy arrays of a type the cache vouched for earlier in the call in line, and hand
+ * everything else to dlx_convert_arg. What follows the loop is shared (run_call).
  */
 #include <string.h>
 
 #include "dlx_py.h"
 
-#include <string.h>
-
 #include "dlx_core.h"
+#include "dlx_numpy.h"
 #include "dlx_stream.h"
 
 _Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "buffer strides are read as int64_t");
@@ -35,25 +39,44 @@ typedef struct result {
 typedef struct call_state {
   dlx_call pub;
   const dlx_kernel_info *k;
-  const char *name;
-  int failed;                         /* a Python exception is pending */
+  int failed;                         /* a Python exception is pending (or carried, below) */
   int released;                       /* the GIL is released (nogil): services take it */
-  int32_t nresults, max_results;
   int prefixed;                       /* ... and its message names the kernel already */
+  int32_t nresults, max_results;
+  int32_t nowners;                    /* slots to release after the call: owners[] */
+  int flags;                          /* DLX_CONVERT_* of the arguments dlx_convert_arg took */
   const DLPackExchangeAPI *first_api; /* the first tensor argument's table */
-  dlx_slot *slots;                    /* per-argument storage (dlx_arg_floats of ints) */
   dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
+  /* nogil: an exception a service raised, on whichever thread called it, carried to the
+   * calling thread (a worker's thread state may not outlive the service) */
+  PyObject *exc_type, *exc_value, *exc_tb;
+  int32_t owners[DLX_MAX_ARGS];
   result results[MAX_RESULTS];
+  dlx_arg argv[DLX_MAX_ARGS];
+  dlx_slot slots[DLX_MAX_ARGS];       /* per-argument storage (dlx_arg_floats of ints) */
 } call_state;
 
-/* Runtime services a nogil kernel calls take the GIL themselves. */
-#define WITH_GIL(st, stmt)                                      \
-  do {                                                          \
-    PyGILState_STATE gil_ = 0;                                  \
-    if ((st)->released) gil_ = PyGILState_Ensure();             \
-    stmt;                                                       \
-    if ((st)->released) PyGILState_Release(gil_);               \
-  } while (0)
+/* Runtime services a nogil kernel calls take the GIL themselves, on whichever thread
+ * calls them (the kernel's own, or a worker it started), and leave no exception behind on
+ * that thread: it travels in the call state to the thread that made the call. */
+typedef struct service {
+  PyGILState_STATE gil;
+} service;
+
+static inline void service_enter(call_state *st, service *sv) {
+  sv->gil = st->released ? PyGILState_Ensure() : PyGILState_LOCKED;
+}
+
+static inline void service_leave(call_state *st, service *sv) {
+  if (!st->released) return;
+  if (PyErr_Occurred()) {
+    if (!st->exc_type)
+      PyErr_Fetch(&st->exc_type, &st->exc_value, &st->exc_tb);
+    else
+      PyErr_Clear(); /* the first error is the cause; keep it */
+  }
+  PyGILState_Release(sv->gil);
+}
 
 /* The exception class a dlx_error kind names: a builtin ("ValueError"), or a dotted
  * path ("mypkg.errors.ShapeError") imported on use; NULL without an exception set. */
@@ -111,7 +134,7 @@ void dlx_raise_named(const char *kind, const char *message) {
 /* Raise `kind` with "<kernel>(): message" (message may be NULL). */
 static void raise_in_call(call_state *st, const char *kind, const char *message) {
   char where[300];
-  int n = PyOS_snprintf(where, sizeof where, "%s(): ", st->name);
+  int n = PyOS_snprintf(where, sizeof where, "%s(): ", st->k->name);
   if (message && n > 0 && strncmp(message, where, (size_t)n) == 0)
     where[0] = '\0'; /* the kernel named itself already */
   dlx_raise_named_at(where, kind, message);
@@ -119,24 +142,35 @@ static void raise_in_call(call_state *st, const char *kind, const char *message)
   st->prefixed = 1;
 }
 
-static int rt_verror(dlx_call *call, const char *kind, const char *fmt, va_list ap) {
-  call_state *st = (call_state *)call;
+/* With the GIL held. */
+static int verror_locked(call_state *st, const char *kind, const char *fmt, va_list ap) {
   if (st->failed) return -1; /* the first error is the cause; keep it */
   char msg[1024];
   PyOS_vsnprintf(msg, sizeof msg, fmt ? fmt : "(no message)", ap);
-  WITH_GIL(st, raise_in_call(st, kind, msg));
+  raise_in_call(st, kind, msg);
   return -1;
 }
 
+static int rt_verror(dlx_call *call, const char *kind, const char *fmt, va_list ap) {
+  call_state *st = (call_state *)call;
+  service sv;
+  service_enter(st, &sv);
+  verror_locked(st, kind, fmt, ap);
+  service_leave(st, &sv);
+  return -1;
+}
+
+/* An error of the runtime itself, with the GIL held. */
 static int fail(call_state *st, const char *kind, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int rc = rt_verror(&st->pub, kind, fmt, ap);
+  int rc = verror_locked(st, kind, fmt, ap);
   va_end(ap);
   return rc;
 }
 
-/* The next result slot, or NULL after an error (more results than declared). */
+/* The next result slot, or NULL after an error (more results than declared). With the
+ * GIL held. */
 static result *next_result(call_state *st) {
   if (st->failed) return NULL;
   if (st->nresults >= st->max_results) {
@@ -153,20 +187,28 @@ static result *next_result(call_state *st) {
   return r;
 }
 
-static int rt_return_int(dlx_call *call, int64_t value) {
-  call_state *st = (call_state *)call;
+static int return_object(call_state *st, int is_float, int64_t i, double f) {
+  service sv;
+  service_enter(st, &sv);
+  int rc = -1;
   result *r = next_result(st);
-  if (!r) return -1;
-  WITH_GIL(st, r->obj = PyLong_FromLongLong(value));
-  return r->obj ? 0 : (st->failed = 1, -1);
+  if (r) {
+    r->obj = is_float ? PyFloat_FromDouble(f) : PyLong_FromLongLong(i);
+    if (r->obj)
+      rc = 0;
+    else
+      st->failed = 1;
+  }
+  service_leave(st, &sv);
+  return rc;
+}
+
+static int rt_return_int(dlx_call *call, int64_t value) {
+  return return_object((call_state *)call, 0, value, 0.0);
 }
 
 static int rt_return_float(dlx_call *call, double value) {
-  call_state *st = (call_state *)call;
-  result *r = next_result(st);
-  if (!r) return -1;
-  WITH_GIL(st, r->obj = PyFloat_FromDouble(value));
-  return r->obj ? 0 : (st->failed = 1, -1);
+  return return_object((call_state *)call, 1, 0, value);
 }
 
 /* SetError of the DLPack allocator contract. */
@@ -222,30 +264,40 @@ static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
 static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
                                 const int64_t *shape, DLDataType dtype, DLTensor **out) {
   call_state *st = (call_state *)call;
-  int rc;
-  WITH_GIL(st, rc = return_new_tensor(st, device, ndim, shape, dtype, out));
+  service sv;
+  service_enter(st, &sv);
+  int rc = return_new_tensor(st, device, ndim, shape, dtype, out);
+  service_leave(st, &sv);
   return rc;
 }
 
-static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
-  call_state *st = (call_state *)call;
+static int symbol_size(call_state *st, const char *symbol, int64_t *out) {
   const dlx_sig *sig = st->k->sig;
   int32_t k = sig && symbol ? dlx_sig_symbol_index(sig, symbol) : -1;
   if (k < 0)
     return fail(st, "ValueError", "%s(): dlx_size: '%s' is not a size symbol of its signature",
-                st->name, symbol ? symbol : "(null)");
+                st->k->name, symbol ? symbol : "(null)");
   if (st->binds->value[k] < 0)
     return fail(st, "ValueError",
                 "%s(): dlx_size: size symbol '%s' is not bound in this call (no tensor given "
                 "has it)",
-                st->name, symbol);
+                st->k->name, symbol);
   *out = st->binds->value[k];
   return 0;
 }
 
-/* dlx_arg_floats of an ints argument: converted once per call, into the slot. */
-static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_t *n) {
+static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
   call_state *st = (call_state *)call;
+  service sv;
+  service_enter(st, &sv);
+  int rc = symbol_size(st, symbol, out);
+  service_leave(st, &sv);
+  return rc;
+}
+
+/* dlx_arg_floats of an ints argument: converted once per call, into the slot. */
+static int ints_as_floats(call_state *st, int32_t i, const double **v, int32_t *n) {
+  dlx_call *call = &st->pub;
   if (i < 0 || i >= call->num_args || call->args[i].kind != DLX_ARG_INTS)
     return fail(st, "TypeError", "argument %d: expected a tuple or list of floats", (int)i);
   dlx_slot *slot = &st->slots[i];
@@ -263,6 +315,15 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
   *v = slot->as_floats;
   *n = (int32_t)len;
   return 0;
+}
+
+static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_t *n) {
+  call_state *st = (call_state *)call;
+  service sv;
+  service_enter(st, &sv);
+  int rc = ints_as_floats(st, i, v, n);
+  service_leave(st, &sv);
+  return rc;
 }
 
 static const dlx_runtime runtime = {
@@ -336,35 +397,50 @@ static int missing(const dlx_kernel_info *k, PyObject **bound) {
   return -1;
 }
 
+/* Where keyword `key` binds: a pointer compare at the position keyword j usually names (in
+ * declared order after the positional ones), else a scan by pointer (names are interned),
+ * else by value. -1 when no parameter has that name. */
+static inline int32_t keyword_index(const dlx_kernel_info *k, int32_t np, int32_t guess,
+                                    PyObject *key) {
+  PyObject *const *names = k->param_names;
+  if (guess < np && names[guess] == key) return guess;
+  for (int32_t i = 0; i < np; ++i)
+    if (names[i] == key) return i;
+  for (int32_t i = 0; i < np; ++i)
+    if (PyUnicode_Compare(key, names[i]) == 0) return i;
+  return -1;
+}
+
 /* Positional and keyword arguments -> bound[nparams] in declared order (borrowed). */
 static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames, PyObject **bound) {
   const dlx_sig *sig = k->sig;
   int32_t np = sig->nparams;
   if (nargs > np) return too_many_positional(k, nargs);
-  for (int32_t i = 0; i < np; ++i) bound[i] = i < nargs ? args[i] : NULL;
+  /* which parameters are bound, a bit each (at most DLX_MAX_ARGS = 64) */
+  _Static_assert(DLX_MAX_ARGS <= 64, "one bit per parameter");
+  uint64_t have = nargs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << nargs) - 1;
+  for (int32_t i = 0; i < nargs; ++i) bound[i] = args[i];
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *const *kwvalues = args + nargs;
   for (Py_ssize_t j = 0; j < nkw; ++j) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, j);
-    int32_t i = 0;
-    while (i < np && k->param_names[i] != key) ++i; /* interned: usually a pointer hit */
-    if (i == np)
-      for (i = 0; i < np; ++i)
-        if (PyUnicode_Compare(key, k->param_names[i]) == 0) break;
-    if (i == np) {
+    int32_t at = keyword_index(k, np, (int32_t)(nargs + j), key);
+    if (at < 0) {
       PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'", k->name, key);
       return -1;
     }
-    if (bound[i]) {
+    if (have >> at & 1) {
       PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name,
-                   dlx_sig_param_name(sig, i));
+                   dlx_sig_param_name(sig, at));
       return -1;
     }
-    bound[i] = args[nargs + j];
+    have |= (uint64_t)1 << at;
+    bound[at] = kwvalues[j];
   }
   int lacking = 0;
-  for (int32_t i = 0; i < np; ++i)
-    if (!bound[i] && !(bound[i] = k->defaults[i])) lacking = 1;
+  for (int32_t i = (int32_t)nargs; i < np; ++i) /* those before are bound by position */
+    if (!(have >> i & 1) && !(bound[i] = k->defaults[i])) lacking = 1;
   return lacking ? missing(k, bound) : 0;
 }
 
@@ -617,151 +693,329 @@ producer_error:
   return -1;
 }
 
-PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames) {
-  const dlx_sig *sig = k->sig;
-  PyObject *bound[DLX_MAX_ARGS];
-  PyObject *const *objs = args; /* the arguments in parameter order */
-  if (sig) {
-    if (kwnames || nargs != sig->nparams) { /* else: all given by position, nothing to bind */
-      if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
-      objs = bound;
-    }
-    nargs = sig->nparams;
-  } else if (kwnames && PyTuple_GET_SIZE(kwnames)) {
-    PyErr_Format(PyExc_TypeError,
-                 "%s() takes no keyword arguments (its DLX_KERNEL declares no signature)",
-                 k->name);
-    return NULL;
-  } else if (nargs > DLX_MAX_ARGS) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", k->name,
-                 DLX_MAX_ARGS, nargs);
-    return NULL;
-  }
-  dlx_arg argv[DLX_MAX_ARGS];
-  dlx_slot slots[DLX_MAX_ARGS];
-  dlx_sig_bindings binds;
-  if (sig) dlx_sig_bindings_init(&binds, sig);
-  call_state st; /* field by field: an initializer would zero `results` on every call */
-  st.pub = (dlx_call){.rt = &runtime, .args = argv, .num_args = (int32_t)nargs,
-                      .device = {kDLCPU, 0}, .stream = NULL};
-  st.k = k;
-  st.name = k->name;
-  st.failed = st.released = st.prefixed = 0;
-  st.nresults = 0;
-  st.max_results = sig ? sig->nresults : MAX_RESULTS;
-  st.first_api = NULL;
-  st.slots = slots;
-  st.binds = &binds;
-  const dlx_slot *device_slot = NULL;
-  PyObject *result = NULL;
-  int32_t device_arg = -1;
-  int32_t converted = 0;
-  int owning = 0; /* some slot owns an export or a block: release after the call */
-  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
-  for (; converted < nargs; ++converted) {
-    dlx_arg *a = &argv[converted];
-    PyObject *obj = objs[converted];
-    int rc;
-    /* One call site of dlx_convert_arg, so that it inlines: tensors (declared or not) and
-     * undeclared arguments go through it; declared scalars, lists and None do not. */
-    if (sig && (sig->params[converted].type.kind != DLX_SIG_TENSOR || obj == Py_None)) {
-      owning |= 1; /* lists may own a block */
-      rc = convert_other(k, converted, obj, a, &slots[converted]);
-    } else {
-      rc = dlx_convert_arg(obj, converted, a, &slots[converted]);
-      if (rc < 0) {
-        dlx_prefix_error("%s(): argument %d (%.100s): ", k->name, (int)converted,
-                         Py_TYPE(obj)->tp_name);
-        st.prefixed = 1;
-      } else {
-        owning |= rc; /* DLX_CONVERT_DEFERRED: checked once exported (finish_streams) */
-        rc = sig && !(rc & DLX_CONVERT_DEFERRED)
-                 ? check_declared(k, converted, obj, a, &slots[converted], &binds)
-                 : 0;
-      }
-    }
-    if (rc && !st.prefixed)
-      st.prefixed = 1; /* the signature's own errors name the kernel and the parameter */
-    if (rc) {
-      if (a->kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        dlx_release_slot(&slots[converted]);
-        PyErr_Restore(et, ev, tb);
-      }
-      if (owning & DLX_CONVERT_DEFERRED) dlx_stream_settle(argv, slots, converted);
-      goto out;
-    }
-    if (a->kind != DLX_ARG_TENSOR) continue;
-    if (!st.first_api) st.first_api = slots[converted].api;
-    DLDevice dev = a->value.tensor->device;
-    if (dev.device_type == kDLCPU) continue;
-    if (!device_slot) {
-      device_slot = &slots[converted];
-      device_arg = converted;
-      st.pub.device = dev;
-    } else if (!same_device(dev, st.pub.device)) {
-      ++converted; /* this slot is converted: release it too */
-      device_mismatch(&st, device_arg, st.pub.device, converted - 1, dev);
-      if (owning & DLX_CONVERT_DEFERRED) dlx_stream_settle(argv, slots, converted);
-      goto out;
-    }
-  }
-  /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
-   * calls have none (and no deferred producer: those are on a device). */
-  if (device_slot) {
-    if (__builtin_expect(dlx_stream_pending != 0, 0)) {
-      if (finish_streams(&st, objs, argv, slots, &binds)) goto out;
-    } else if (device_slot->api &&
-               device_slot->api->current_work_stream(st.pub.device.device_type,
-                                                     st.pub.device.device_id, &st.pub.stream)) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
-      goto out;
-    }
-  }
-  int rc;
-  if (sig && (sig->options & DLX_SIG_NOGIL)) {
-    PyThreadState *ts = PyEval_SaveThread();
-    st.released = 1;
-    rc = k->fn(&st.pub);
-    st.released = 0;
-    PyEval_RestoreThread(ts);
-  } else {
-    rc = k->fn(&st.pub);
-  }
-  if (rc != 0 || st.failed || PyErr_Occurred()) {
-    if (!PyErr_Occurred())
-      fail(&st, "RuntimeError", "the kernel failed (returned %d) without setting an error", rc);
-    goto out;
-  }
-  result = build_result(&st);
-out:;
-  /* Deleters may run Python code: keep a pending error out of their way. */
+/* ---- the call ----------------------------------------------------------------------- */
+
+static inline void state_init(call_state *st, const dlx_kernel_info *k, int32_t nargs,
+                              int32_t max_results) {
+  st->pub = (dlx_call){.rt = &runtime, .args = st->argv, .num_args = nargs,
+                       .device = {kDLCPU, 0}, .stream = NULL};
+  st->k = k;
+  st->failed = st->released = st->prefixed = 0;
+  st->nresults = 0;
+  st->max_results = max_results;
+  st->nowners = 0;
+  st->flags = 0;
+  st->first_api = NULL;
+  st->binds = NULL;
+}
+
+/* Release what the call still holds: every owning slot, results not handed out. Deleters
+ * may run Python code, so a pending error is kept out of their way. Then the call leaves:
+ * `result`, or NULL with the error (named after the kernel) when one was pending or a
+ * deleter raised. */
+static PyObject *release_all(call_state *st, PyObject *result) {
   PyObject *et = NULL, *ev = NULL, *tb = NULL;
   int failed = PyErr_Occurred() != NULL;
   if (failed) PyErr_Fetch(&et, &ev, &tb);
-  if (owning) /* plain views and scalars own nothing: most calls skip this */
-    for (int32_t i = 0; i < converted; ++i) {
-      int32_t kind = argv[i].kind;
-      if (kind == DLX_ARG_TENSOR && (slots[i].managed || slots[i].legacy || slots[i].buffer ||
-                                     slots[i].heap_strides))
-        dlx_release_slot(&slots[i]);
-      else if (kind == DLX_ARG_INTS || kind == DLX_ARG_FLOATS)
-        dlx_release_seq(&slots[i]);
-    }
-  for (int32_t j = 0; j < st.nresults; ++j) { /* results not handed out */
-    Py_CLEAR(st.results[j].obj);
-    DLManagedTensorVersioned *m = st.results[j].tensor;
+  for (int32_t j = 0; j < st->nowners; ++j) {
+    int32_t i = st->owners[j];
+    int32_t kind = st->argv[i].kind;
+    if (kind == DLX_ARG_TENSOR)
+      dlx_release_slot(&st->slots[i]);
+    else if (kind == DLX_ARG_INTS || kind == DLX_ARG_FLOATS)
+      dlx_release_seq(&st->slots[i]);
+  }
+  for (int32_t j = 0; j < st->nresults; ++j) { /* results not handed out */
+    Py_CLEAR(st->results[j].obj);
+    DLManagedTensorVersioned *m = st->results[j].tensor;
     if (m && m->deleter) m->deleter(m);
   }
   dlx_call_leave();
   if (failed) PyErr_Restore(et, ev, tb);
   if (failed || PyErr_Occurred()) { /* PyErr_Occurred: a deleter raised */
-    if (!st.prefixed || !failed) dlx_prefix_error("%s(): ", k->name);
-    Py_CLEAR(result);
+    if (!st->prefixed || !failed) dlx_prefix_error("%s(): ", st->k->name);
+    Py_XDECREF(result);
     return NULL;
   }
   return result;
+}
+
+/* A call that ends before the streams pass (finish_streams) takes its deferred producers
+ * among argv[0..n) off dlx_stream_pending itself. */
+static inline void settle(call_state *st, int32_t n) {
+  if (st->flags & DLX_CONVERT_DEFERRED) dlx_stream_settle(st->argv, st->slots, n);
+}
+
+/* A call that failed before or in the kernel: release everything, raise. */
+static __attribute__((noinline, cold)) PyObject *call_failed(call_state *st) {
+  return release_all(st, NULL);
+}
+
+/* The kernel failed (rc != 0, or a service failed) without an exception (cold). */
+static __attribute__((noinline, cold)) PyObject *kernel_failed(call_state *st, int rc) {
+  if (!PyErr_Occurred()) {
+    char msg[96];
+    PyOS_snprintf(msg, sizeof msg, "the kernel failed (returned %d) without setting an error",
+                  rc);
+    raise_in_call(st, "RuntimeError", msg);
+  }
+  return release_all(st, NULL);
+}
+
+/* dlx_convert_arg failed on argument i (cold): name it, release what the slot holds. */
+static __attribute__((noinline, cold)) PyObject *convert_failed(call_state *st, int32_t i,
+                                                                PyObject *obj) {
+  settle(st, i);
+  dlx_prefix_error("%s(): argument %d (%.100s): ", st->k->name, (int)i, Py_TYPE(obj)->tp_name);
+  st->prefixed = 1;
+  if (st->argv[i].kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    dlx_release_slot(&st->slots[i]);
+    PyErr_Restore(et, ev, tb);
+  }
+  return release_all(st, NULL);
+}
+
+/* Argument i was refused by the signature (cold): its error names the kernel and the
+ * parameter already; what its slot owns is among the owners. */
+static __attribute__((noinline, cold)) PyObject *param_refused(call_state *st, int32_t i) {
+  settle(st, i + 1);
+  st->prefixed = 1;
+  return release_all(st, NULL);
+}
+
+/* Argument i is on another device than the call's (cold; device_mismatch raised). */
+static __attribute__((noinline, cold)) PyObject *device_refused(call_state *st, int32_t i) {
+  settle(st, i + 1);
+  return release_all(st, NULL);
+}
+
+/* A tensor on a device: the call's device is the first one's; another device is refused.
+ * -1 with the error (arguments up to `i` are converted). Cold next to CPU tensors. */
+static __attribute__((noinline)) int on_device(call_state *st, int32_t i, int32_t *device_arg) {
+  DLDevice dev = st->argv[i].value.tensor->device;
+  if (*device_arg < 0) {
+    *device_arg = i;
+    st->pub.device = dev;
+    return 0;
+  }
+  if (same_device(dev, st->pub.device)) return 0;
+  device_mismatch(st, *device_arg, st->pub.device, i, dev);
+  return -1;
+}
+
+/* A tensor argument just converted by dlx_convert_arg: the first table, the device. */
+static inline int tensor_converted(call_state *st, int32_t i, int32_t *device_arg) {
+  if (!st->first_api) st->first_api = st->slots[i].api;
+  if (st->argv[i].value.tensor->device.device_type == kDLCPU) return 0;
+  return on_device(st, i, device_arg);
+}
+
+/* After conversion: the stream, the kernel (without the GIL when `nogil`), its results,
+ * the releases. */
+static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
+                                                                PyObject *const *objs,
+                                                                int32_t device_arg, int nogil) {
+  const dlx_kernel_info *k = st->k;
+  /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
+   * calls have none (and no deferred producer: those are on a device). */
+  if (device_arg >= 0) {
+    const DLPackExchangeAPI *api = st->slots[device_arg].api;
+    if (__builtin_expect(dlx_stream_pending != 0, 0)) {
+      if (finish_streams(st, objs, st->argv, st->slots, st->binds)) return call_failed(st);
+    } else if (api && api->current_work_stream(st->pub.device.device_type,
+                                               st->pub.device.device_id, &st->pub.stream)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
+      return call_failed(st);
+    }
+  }
+  int rc;
+  if (nogil) {
+    st->exc_type = st->exc_value = st->exc_tb = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    st->released = 1;
+    rc = k->fn(&st->pub);
+    st->released = 0;
+    PyEval_RestoreThread(ts);
+    if (st->exc_type) PyErr_Restore(st->exc_type, st->exc_value, st->exc_tb);
+  } else {
+    rc = k->fn(&st->pub);
+  }
+  if (__builtin_expect(rc != 0 || st->failed, 0) || PyErr_Occurred()) return kernel_failed(st, rc);
+  PyObject *result = st->nresults == 0 ? Py_NewRef(Py_None) : build_result(st);
+  if (__builtin_expect(!result || st->nowners, 0)) return release_all(st, result);
+  dlx_call_leave();
+  return result;
+}
+
+/* An ndarray of a type whose cache entry (a hit) has numpy's own view: viewed in line,
+ * as dlx_convert_arg would (1), or 0 when it needs the general path. */
+static inline int numpy_vouched(call_state *st, const dlx_type_info *info, PyObject *obj,
+                                dlx_arg *a, dlx_slot *slot) {
+  if (info->scratch_view != dlx_numpy_scratch_view ||
+      !dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly))
+    return 0;
+  a->kind = DLX_ARG_TENSOR;
+  a->value.tensor = &slot->view;
+  slot->api = info->api;
+  if (!st->first_api) st->first_api = info->api;
+  return 1;
+}
+
+/* Kernels without a signature: positional arguments, each converted by what it is. */
+static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
+                               int32_t nargs) {
+  call_state st; /* field by field (state_init): an initializer would zero it all */
+  state_init(&st, k, nargs, MAX_RESULTS);
+  int32_t device_arg = -1;
+  /* An ndarray type the cache vouched for in this call, since when nothing but dlx's own
+   * code ran (no table, no Python code could have replaced its table): its next arrays
+   * are viewed in line. */
+  PyTypeObject *np_type = NULL;
+  const DLPackExchangeAPI *np_api = NULL; /* its table */
+  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
+  for (int32_t i = 0; i < nargs; ++i) {
+    PyObject *obj = args[i];
+    PyTypeObject *tp = Py_TYPE(obj);
+    dlx_arg *a = &st.argv[i];
+    dlx_slot *slot = &st.slots[i];
+    const dlx_type_info *info;
+    int rc;
+    if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
+      a->kind = DLX_ARG_INT;
+      a->readonly = 0;
+      continue;
+    }
+    if (tp == np_type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
+      a->kind = DLX_ARG_TENSOR;
+      a->value.tensor = &slot->view;
+      slot->api = np_api;
+      continue;
+    }
+    if (tp == &PyFloat_Type) {
+      a->kind = DLX_ARG_FLOAT;
+      a->readonly = 0;
+      a->value.f = PyFloat_AS_DOUBLE(obj);
+      continue;
+    }
+    if ((info = dlx_type_info_hit(tp)) && info->view) {
+      rc = dlx_convert_view(info, obj, a, slot);
+      np_type = NULL; /* the table's code ran */
+    } else if (info && numpy_vouched(&st, info, obj, a, slot)) {
+      np_type = tp;
+      np_api = info->api;
+      continue;
+    } else {
+      rc = dlx_convert_arg(obj, i, a, slot);
+      np_type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
+      np_api = slot->api;
+    }
+    if (rc < 0) return convert_failed(&st, i, obj);
+    st.flags |= rc;
+    if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    if (a->kind == DLX_ARG_TENSOR && tensor_converted(&st, i, &device_arg))
+      return device_refused(&st, i);
+  }
+  return run_call(&st, args, device_arg, 0);
+}
+
+/* Kernels with a signature: bound to the declared parameters, each checked on the plan. */
+static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+  const dlx_sig *sig = k->sig;
+  const int32_t np = sig->nparams;
+  PyObject *bound[DLX_MAX_ARGS];
+  PyObject *const *objs = args; /* the arguments in parameter order */
+  if (kwnames || nargs != np) { /* else: all given by position, nothing to bind */
+    if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
+    objs = bound;
+  }
+  call_state st;
+  state_init(&st, k, np, sig->nresults);
+  dlx_sig_bindings binds;
+  dlx_sig_bindings_init(&binds, sig);
+  st.binds = &binds;
+  int32_t device_arg = -1;
+  PyTypeObject *np_type = NULL; /* as in call_unsigned */
+  const DLPackExchangeAPI *np_api = NULL;
+  dlx_call_enter();
+  const dlx_sig_quick *q = k->quick;
+  for (int32_t i = 0; i < np; ++i, ++q) {
+    PyObject *obj = objs[i];
+    PyTypeObject *tp = Py_TYPE(obj);
+    dlx_arg *a = &st.argv[i];
+    dlx_slot *slot = &st.slots[i];
+    if (q->kind != DLX_SIG_TENSOR || obj == Py_None) {
+      /* declared scalars: exact ints and floats in line, the rest (and None) by kind */
+      if (q->kind == DLX_SIG_INT && tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
+        a->kind = DLX_ARG_INT;
+        a->readonly = 0;
+        continue;
+      }
+      if (q->kind == DLX_SIG_FLOAT && tp == &PyFloat_Type) {
+        a->kind = DLX_ARG_FLOAT;
+        a->readonly = 0;
+        a->value.f = PyFloat_AS_DOUBLE(obj);
+        continue;
+      }
+      if (convert_other(k, i, obj, a, slot)) return param_refused(&st, i); /* holds nothing */
+      if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st.owners[st.nowners++] = i;
+      continue;
+    }
+    int on_cpu = 1;   /* numpy's views are host memory: no device to look at */
+    int deferred = 0; /* checked once exported (finish_streams) */
+    if (tp == np_type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
+      a->kind = DLX_ARG_TENSOR;
+      a->value.tensor = &slot->view;
+      slot->api = np_api;
+    } else {
+      const dlx_type_info *info = dlx_type_info_hit(tp);
+      int rc = 0;
+      on_cpu = 0;
+      if (info && info->view) {
+        rc = dlx_convert_view(info, obj, a, slot);
+        np_type = NULL; /* the table's code ran */
+      } else if (info && numpy_vouched(&st, info, obj, a, slot)) {
+        np_type = tp;
+        np_api = info->api;
+        on_cpu = 1;
+      } else {
+        rc = dlx_convert_arg(obj, i, a, slot);
+        np_type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
+        np_api = slot->api;
+      }
+      if (rc < 0) return convert_failed(&st, i, obj);
+      st.flags |= rc;
+      deferred = rc & DLX_CONVERT_DEFERRED;
+      if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    }
+    /* the full check also refuses what is no tensor (a scalar, a list: released there) */
+    if (__builtin_expect(!deferred && (a->kind != DLX_ARG_TENSOR ||
+                                       dlx_sig_check_quick(q, i, a->value.tensor, a->readonly,
+                                                           &binds)),
+                         0) &&
+        check_declared(k, i, obj, a, slot, &binds))
+      return param_refused(&st, i);
+    if (!on_cpu && tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
+  }
+  return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);
+}
+
+PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  if (k->sig) return call_signed(k, args, nargs, kwnames);
+  if (__builtin_expect(kwnames && PyTuple_GET_SIZE(kwnames), 0)) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s() takes no keyword arguments (its DLX_KERNEL declares no signature)",
+                 k->name);
+    return NULL;
+  }
+  if (__builtin_expect(nargs > DLX_MAX_ARGS, 0)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", k->name,
+                 DLX_MAX_ARGS, nargs);
+    return NULL;
+  }
+  return call_unsigned(k, args, (int32_t)nargs);
 }

@@ -74,6 +74,25 @@ static inline int check_dims(dlx_arg *arg, dlx_slot *slot) {
   return fix_dims(arg, slot);
 }
 
+/* From here on the slot may own something: dlx_release_slot must see it clean. */
+static inline void slot_clean(dlx_slot *slot) {
+  slot->managed = NULL;
+  slot->legacy = NULL;
+  slot->buffer = NULL;
+  slot->heap_strides = NULL;
+}
+
+__attribute__((cold)) int dlx_view_failed(dlx_arg *arg, dlx_slot *slot) {
+  (void)arg;
+  slot_clean(slot);
+  return fail_arg();
+}
+
+__attribute__((cold)) int dlx_view_fix_dims(dlx_arg *arg, dlx_slot *slot) {
+  slot_clean(slot);
+  return fix_dims(arg, slot);
+}
+
 static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
                       dlx_slot *slot) {
   slot->api = api;
@@ -329,7 +348,10 @@ __attribute__((noinline)) static int convert_str_or_list(PyObject *obj, int32_t 
   return rc ? -1 : 1; /* the slot may own a block: release after the call */
 }
 
-int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) {
+/* The general path: the call loops (call.c) take exact floats, small ints and numpy
+ * arrays of a vouched-for type in line, everything else comes here. */
+__attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg,
+                                              dlx_slot *slot) {
   PyTypeObject *tp = Py_TYPE(obj);
   arg->readonly = 0;
   if (tp == &PyFloat_Type) goto as_float;
@@ -347,11 +369,7 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
   arg->kind = DLX_ARG_NONE; /* nothing to release yet */
   const dlx_type_info *info = dlx_type_info_get(tp);
   if (!info) return fail_arg();
-  /* From here on the slot may own something: dlx_release_slot must see it clean. */
-  slot->managed = NULL;
-  slot->legacy = NULL;
-  slot->buffer = NULL;
-  slot->heap_strides = NULL;
+  slot_clean(slot);
   slot->api = NULL;
   if (info->source == DLX_SRC_TABLE) {
     const DLPackExchangeAPI *api = info->api; /* `info` may be refilled by Python code */
@@ -366,7 +384,7 @@ int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
       if (rc > 0) {
         slot->api = api;
         arg->value.tensor = &slot->view;
-        return 0;
+        return info->scratch_view == dlx_numpy_scratch_view ? DLX_CONVERT_NUMPY : 0;
       }
       if (rc < 0) return fail_arg();
     }
@@ -413,17 +431,7 @@ as_float:
 as_int:
   arg->kind = DLX_ARG_INT;
   /* Values of one digit (|v| < 2**30) are read in place, without the general call. */
-#if PY_VERSION_HEX >= 0x030C0000
-  if (PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
-    arg->value.i = PyUnstable_Long_CompactValue((PyLongObject *)obj);
-    return 0;
-  }
-#else
-  if ((size_t)(Py_SIZE(obj) + 1) <= 2) { /* size -1, 0 or 1: the sign times one digit */
-    arg->value.i = Py_SIZE(obj) * (int64_t)((PyLongObject *)obj)->ob_digit[0];
-    return 0;
-  }
-#endif
+  if (dlx_long_compact(obj, &arg->value.i)) return 0;
   int overflow = 0;
   arg->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
   if (overflow) {

@@ -50,6 +50,10 @@ typedef struct dlx_type_info {
   dlx_source source;
   const DLPackExchangeAPI *api; /* DLX_SRC_TABLE: the validated major-1 table */
   dlx_scratch_view_fn scratch_view; /* a provider's fast view, or NULL */
+  /* The table's view export when that is how this type converts (a table, no scratch
+   * view, not a type the call path reads as a scalar first): the call loops take it in
+   * line (dlx_convert_view). NULL otherwise. */
+  int (*view)(void *py_object, DLTensor *out);
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
 } dlx_type_info;
 
@@ -92,13 +96,18 @@ static inline int dlx_version_tag_valid(PyTypeObject *tp) {
 /* The cached info of `tp`: on a hit, a few compares and no Python lookup. An entry is
  * only kept with both tags valid, hence non-zero, and CPython zeroes a type's tag when
  * it invalidates it and never hands the same tag out twice: equal tags are valid ones. */
-static inline const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
+static inline const dlx_type_info *dlx_type_info_hit(PyTypeObject *tp) {
   dlx_type_info *e = dlx_type_slot(tp);
   if (e->type == tp && e->version_tag == tp->tp_version_tag &&
       e->meta_version_tag == Py_TYPE(tp)->tp_version_tag &&
       e->generation == dlx_provider_generation)
     return e;
-  return dlx_type_info_miss(tp);
+  return NULL;
+}
+
+static inline const dlx_type_info *dlx_type_info_get(PyTypeObject *tp) {
+  const dlx_type_info *e = dlx_type_info_hit(tp);
+  return e ? e : dlx_type_info_miss(tp);
 }
 /* The usable major-1 table at or behind `head` (walking prev_api); NULL with an
  * exception naming `who` when there is none or a required function is NULL. */
@@ -139,13 +148,19 @@ typedef struct dlx_slot {
 } dlx_slot;
 
 /* ---- convert.c ---- */
-/* Convert args[i] into arg/slot: 0, or 1 when the slot owns something that
- * dlx_release_slot must release after the call, or DLX_CONVERT_DEFERRED for a
- * __dlpack__ producer on a device, whose export waits for the call's stream (the slot's
- * view holds only its device until dlx_export_deferred); -1 with an exception (not yet
- * saying which kernel and argument: the caller prefixes that), and then the slot may own
- * something exactly when arg->kind is DLX_ARG_TENSOR. */
+/* Convert args[i] into arg/slot: 0 or a set of DLX_CONVERT_* bits; -1 with an exception
+ * (not yet saying which kernel and argument: the caller prefixes that), and then the slot
+ * may own something exactly when arg->kind is DLX_ARG_TENSOR. A slot converted with any
+ * bit but DLX_CONVERT_NUMPY is released after the call (dlx_release_slot for tensors,
+ * dlx_release_seq for ints/floats); one converted with 0 or DLX_CONVERT_NUMPY alone owns
+ * nothing, and its other fields are not read again. */
+#define DLX_CONVERT_OWNS 1  /* the slot owns an export or a block */
+/* A __dlpack__ producer on a device, whose export waits for the call's stream (the slot's
+ * view holds only its device until dlx_export_deferred); released like an owner. */
 #define DLX_CONVERT_DEFERRED 2
+#define DLX_CONVERT_NUMPY 4 /* a view by numpy's fast export, for a type the cache vouched
+                               for, with nothing but dlx's own code run since: the call may
+                               view later arrays of the same type in line (dlx_numpy.h) */
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
 /* Export a deferred producer with __dlpack__(stream=stream) (NULL: no stream): 1 (the
  * slot owns the export), -1 with an exception (the slot may own it: release it). */
@@ -159,6 +174,35 @@ static inline int dlx_slot_deferred(const dlx_arg *arg, const dlx_slot *slot) {
  * `fallback`, a TypeError (a producer older than those keywords) is retried with fewer:
  * the stream alone, then none; a type that said "keyword" is remembered. */
 PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback);
+/* The cold ends of dlx_convert_view: the export failed; the tensor lacks strides or is
+ * malformed. Same results as dlx_convert_arg. */
+int dlx_view_failed(dlx_arg *arg, dlx_slot *slot);
+int dlx_view_fix_dims(dlx_arg *arg, dlx_slot *slot);
+/* dlx_convert_arg for a type whose cache entry (a hit, `info`) has a view export: the
+ * same conversion, in line. */
+static inline int dlx_convert_view(const dlx_type_info *info, PyObject *obj, dlx_arg *arg,
+                                   dlx_slot *slot) {
+  int (*view)(void *, DLTensor *) = info->view; /* `info` may be refilled by the export */
+  slot->api = info->api;
+  arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
+  arg->readonly = 0;
+  arg->value.tensor = &slot->view;
+  if (__builtin_expect(view(obj, &slot->view) != 0, 0)) return dlx_view_failed(arg, slot);
+  const DLTensor *t = &slot->view;
+  if (__builtin_expect(t->strides && t->shape && t->ndim >= 0, 1)) return 0;
+  return dlx_view_fix_dims(arg, slot);
+}
+/* An exact int of one digit (most ints): 1 with its value, read in place; else 0. */
+static inline int dlx_long_compact(PyObject *obj, int64_t *out) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) return 0;
+  *out = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+#else
+  if ((size_t)(Py_SIZE(obj) + 1) > 2) return 0; /* size -1, 0 or 1: the sign times one digit */
+  *out = Py_SIZE(obj) * (int64_t)((PyLongObject *)obj)->ob_digit[0];
+#endif
+  return 1;
+}
 void dlx_release_slot(dlx_slot *slot);
 /* str -> DLX_ARG_STR (no copy: the UTF-8 the str object caches). -1 with an exception. */
 int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
@@ -181,6 +225,7 @@ typedef struct dlx_kernel_info {
   const dlx_sig *sig;     /* the declared signature's plan, or NULL */
   PyObject **param_names; /* sig->nparams interned names */
   PyObject **defaults;    /* sig->nparams default values, NULL where required */
+  const dlx_sig_quick *quick; /* sig->nparams quick checks (dlx_sig_quick_plan) */
 } dlx_kernel_info;
 
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,

@@ -28,6 +28,7 @@ typedef struct {
   PyObject *pysig;     /* inspect.Signature, made on first use */
   PyObject **owned;    /* param_names then defaults: 2 * nparams references */
   dlx_sig *plan;
+  dlx_sig_quick *quick; /* nparams quick checks of the plan */
 } KernelObject;
 
 typedef struct {
@@ -62,6 +63,7 @@ static void kernel_dealloc(PyObject *self) {
     PyMem_Free(k->owned);
   }
   dlx_sig_free(k->plan);
+  PyMem_Free(k->quick);
   Py_TYPE(self)->tp_free(self);
 }
 
@@ -236,6 +238,10 @@ static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
   if (!k->owned) return PyErr_NoMemory(), -1;
   k->info.param_names = k->owned;
   k->info.defaults = k->owned + np;
+  k->quick = PyMem_Calloc((size_t)(np ? np : 1), sizeof *k->quick);
+  if (!k->quick) return PyErr_NoMemory(), -1;
+  for (int32_t i = 0; i < np; ++i) dlx_sig_quick_plan(s, i, &k->quick[i]);
+  k->info.quick = k->quick;
   for (int32_t i = 0; i < np; ++i) {
     const dlx_sig_param *p = &s->params[i];
     if (!(k->owned[i] = PyUnicode_InternFromString(dlx_sig_param_name(s, i)))) return -1;
@@ -307,6 +313,7 @@ static void collect(void *vctx, const char *sym) {
     k->path = k->signature = k->doc = k->pysig = NULL;
     k->owned = NULL;
     k->plan = NULL;
+    k->quick = NULL;
     memset(&k->info, 0, sizeof k->info);
   }
   /* Interned: `lib.NAME` in code is an interned string, so the dict hit is a pointer compare. */

@@ -14,6 +14,8 @@
 
 #include <numpy/arrayobject.h>
 
+#include "dlx_numpy.h"
+
 #include "dlx_core.h"
 
 /* numpy 2 moved the item size out of the public descriptor struct and gave an accessor
@@ -96,28 +98,25 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
 }
 
 /* Arrays in one call mostly share a dtype, and builtin descriptors are shared
- * objects: remember the last one (a reference keeps the pointer meaningful). */
-static PyArray_Descr *last_descr;
-static DLDataType last_dtype;
-/* Byte strides of the last descriptor's arrays are element strides shifted left by
- * last_shift when their low bits (last_mask) are clear; ~0 sends every stride to the
- * general conversion (an item size that is not a power of two). */
-static int last_shift;
-static int64_t last_mask = ~(int64_t)0;
+ * objects: remember the last one (a reference keeps the pointer meaningful). Byte
+ * strides of its arrays are element strides shifted left by `shift` when their low bits
+ * (`mask`) are clear; ~0 sends every stride to the general conversion (an item size that
+ * is not a power of two). dlx_numpy.h reads it in the call loop. */
+dlx_numpy_last_t dlx_numpy_last = {.descr = NULL, .mask = ~(int64_t)0, .shift = 0};
 
 static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
-  if (d == last_descr) {
-    *out = last_dtype;
+  if (d == dlx_numpy_last.descr) {
+    *out = dlx_numpy_last.dtype;
     return 0;
   }
   if (descr_to_dl_uncached(d, out)) return -1;
   Py_INCREF(d);
-  Py_XSETREF(last_descr, d);
-  last_dtype = *out;
+  Py_XSETREF(dlx_numpy_last.descr, d);
+  dlx_numpy_last.dtype = *out;
   int64_t size = out->bits / 8; /* the item size: lanes are 1 for every dtype above */
   int pow2 = size > 0 && (size & (size - 1)) == 0;
-  last_shift = pow2 ? __builtin_ctzll((unsigned long long)size) : 0;
-  last_mask = pow2 ? size - 1 : ~(int64_t)0;
+  dlx_numpy_last.shift = pow2 ? __builtin_ctzll((unsigned long long)size) : 0;
+  dlx_numpy_last.mask = pow2 ? size - 1 : ~(int64_t)0;
   return 0;
 }
 
@@ -201,13 +200,22 @@ static int np_from_py(void *py_object, DLManagedTensorVersioned **out) {
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "numpy's dimensions serve as DLPack's shape");
 
 /* dlx's own consumer keeps the array alive for the call and lends per-argument
- * scratch, so it needs neither a reference nor a managed block. The shape is numpy's
- * own (npy_intp is int64_t here; nothing can reshape the array while the kernel runs
- * with the GIL and the call's reference); only the strides need converting, into
- * the scratch: a mask test and a shift per dimension for the usual item sizes. */
-static void fill_view(PyArrayObject *a, DLTensor *out, int64_t *scratch, DLDataType dtype,
-                      int32_t *readonly) {
+ * scratch, so it needs neither a reference nor a managed block: only the strides need
+ * converting, into the scratch (dlx_numpy_view_fast, in line in the call loop too). */
+
+/* Everything the fast path leaves: a new dtype, odd strides, extent-1 junk, another
+ * item size. Out of line, so that the fast path stays small. */
+static __attribute__((noinline, cold)) int scratch_view_full(PyArrayObject *a, DLTensor *out,
+                                                             int64_t *scratch,
+                                                             int32_t *readonly) {
+  DLDataType dtype;
+  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
+  int32_t bad = 0;
   const int32_t nd = PyArray_NDIM(a);
+  if (dlx_strides_from_bytes(nd, (const int64_t *)PyArray_DIMS(a),
+                             (const int64_t *)PyArray_STRIDES(a), PyArray_ITEMSIZE(a), scratch,
+                             &bad))
+    return bad_stride(a, bad);
   out->data = PyArray_DATA(a);
   out->device = (DLDevice){kDLCPU, 0};
   out->ndim = nd;
@@ -216,38 +224,15 @@ static void fill_view(PyArrayObject *a, DLTensor *out, int64_t *scratch, DLDataT
   out->strides = scratch;
   out->byte_offset = 0;
   *readonly = !PyArray_ISWRITEABLE(a);
-}
-
-/* Everything the fast path leaves: a new dtype, odd strides, extent-1 junk, another
- * item size. Out of line, so that the fast path stays small enough to inline. */
-static __attribute__((noinline, cold)) int scratch_view_full(PyArrayObject *a, DLTensor *out,
-                                                             int64_t *scratch,
-                                                             int32_t *readonly) {
-  DLDataType dtype;
-  if (descr_to_dl(PyArray_DESCR(a), &dtype)) return -1;
-  int32_t bad = 0;
-  if (dlx_strides_from_bytes(PyArray_NDIM(a), (const int64_t *)PyArray_DIMS(a),
-                             (const int64_t *)PyArray_STRIDES(a), PyArray_ITEMSIZE(a), scratch,
-                             &bad))
-    return bad_stride(a, bad);
-  fill_view(a, out, scratch, dtype, readonly);
   return 1;
 }
 
 int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
                            int32_t *readonly) {
   if (!PyArray_Check(obj)) return not_ndarray(obj);
-  PyArrayObject *a = (PyArrayObject *)obj;
-  const int32_t nd = PyArray_NDIM(a);
-  if (nd > scratch_len) return 0;
-  if (PyArray_DESCR(a) != last_descr) return scratch_view_full(a, out, scratch, readonly);
-  const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
-  for (int32_t d = 0; d < nd; ++d) {
-    if (bytes[d] & last_mask) return scratch_view_full(a, out, scratch, readonly);
-    scratch[d] = bytes[d] >> last_shift;
-  }
-  fill_view(a, out, scratch, last_dtype, readonly);
-  return 1;
+  if (PyArray_NDIM((PyArrayObject *)obj) > scratch_len) return 0;
+  if (dlx_numpy_view_fast(obj, out, scratch, readonly)) return 1;
+  return scratch_view_full((PyArrayObject *)obj, out, scratch, readonly);
 }
 
 static void owner_destructor(PyObject *capsule) {

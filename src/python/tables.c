@@ -277,6 +277,11 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   fresh.version_tag = tp->tp_version_tag;
   fresh.meta_version_tag = Py_TYPE(tp)->tp_version_tag;
   fresh.generation = dlx_provider_generation;
+  /* Scalars are read as scalars before any table is asked (dlx_convert_arg), also when
+   * a provider was registered for their type: the in-line view must not overtake that. */
+  if (fresh.source == DLX_SRC_TABLE && !fresh.scratch_view && tp != &PyLong_Type &&
+      tp != &PyFloat_Type && tp != &PyBool_Type && tp != Py_TYPE(Py_None))
+    fresh.view = fresh.api->dltensor_from_py_object_no_sync;
   PyObject *old = e->owner;
   *e = fresh;
   if (old && old == e->owner)

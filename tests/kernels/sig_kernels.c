@@ -2,6 +2,7 @@
  * They check nothing by hand: the runtime did, before they run. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -213,6 +214,42 @@ DLX_KERNEL(nogil_services, "n: int, fail: bool = False, like: tensor? = None -> 
   for (int64_t i = 0; i < n; ++i) f32(out)[i] = (float)i;
   if (failing) return dlx_error(call, "KeyError", "failed without the GIL after allocating");
   return dlx_return_int(call, n) || dlx_return_float(call, 0.5) ? -1 : 0;
+}
+
+/* Services called from a worker thread the kernel starts while it runs without the GIL (as
+ * an OpenMP or std::thread pool would): a thread Python has never seen. */
+typedef struct worker_job {
+  dlx_call *call;
+  int64_t failing;
+  const char *kind;
+} worker_job;
+
+static void *worker_main(void *p) {
+  worker_job *job = p;
+  dlx_call *call = job->call;
+  if (job->failing) {
+    dlx_error(call, job->kind, "raised on a worker thread");
+    return NULL;
+  }
+  int64_t n = 3;
+  DLTensor *out;
+  if (dlx_return_new_tensor(call, (DLDevice){kDLCPU, 0}, 1, &n, (DLDataType){kDLFloat, 32, 1},
+                            &out))
+    return NULL;
+  for (int64_t i = 0; i < n; ++i) f32(out)[i] = (float)i;
+  dlx_return_int(call, 42);
+  return NULL;
+}
+
+DLX_KERNEL(nogil_worker, "fail: bool, kind: str = 'KeyError' -> (tensor, int); nogil") {
+  worker_job job = {call, 0, NULL};
+  int64_t len;
+  if (dlx_arg_int(call, 0, &job.failing) || dlx_arg_str(call, 1, &job.kind, &len)) return -1;
+  pthread_t t;
+  if (pthread_create(&t, NULL, worker_main, &job))
+    return dlx_error(call, "OSError", "pthread_create failed");
+  pthread_join(t, NULL);
+  return job.failing ? -1 : 0;
 }
 
 /* ---- unsigned kernels and the new accessors -------------------------------------- */

@@ -390,6 +390,19 @@ def test_nogil_kernels_run_in_parallel():
     assert sorted(_both(sk.handshake_gil, 300)) == [0, 1]
 
 
+def test_nogil_services_from_a_worker_thread(sk):
+    # dlx_error, the allocator and dlx_return_* called from a thread the kernel started
+    # (no Python thread state of its own): the error arrives as its own exception class
+    # with its message, the results as results
+    for _ in range(20):
+        with pytest.raises(KeyError, match=r"nogil_worker\(\): raised on a worker thread"):
+            sk.nogil_worker(True)
+    with pytest.raises(ValueError, match=r"^nogil_worker\(\): raised on a worker thread$"):
+        sk.nogil_worker(True, "ValueError")
+    t, v = sk.nogil_worker(False)
+    assert t.tolist() == [0.0, 1.0, 2.0] and v == 42
+
+
 def test_nogil_services_take_the_gil(sk):
     for _ in range(50):
         with pytest.raises(KeyError, match="failed without the GIL after allocating"):
