@@ -337,13 +337,78 @@ static void test_format_pieces(void **state) {
   dlx_sig_free(s);
 }
 
+/* The quick check agrees with the full one: it passes only what the full check passes,
+ * binding the same symbols to the same values; what it does not pass, the full check
+ * decides (and reports as it always did). */
+static void test_quick(void **state) {
+  (void)state;
+  dlx_sig *s = ok("x: f32[m, n], y: f32[n] mut, z: f32[3, _], w: f32|f64[n], "
+                  "v: f32[..., n], c: f32[n] contig, d: f32[n] cuda, i: int");
+  dlx_sig_quick q[8];
+  for (int32_t p = 0; p < 8; ++p) dlx_sig_quick_plan(s, p, &q[p]);
+  assert_int_equal(q[0].ndim, 2);
+  assert_int_equal(q[0].sym[0], 0);
+  assert_int_equal(q[0].sym[1], 1);
+  assert_int_equal(q[0].mut, 0);
+  assert_int_equal(q[1].ndim, 1);
+  assert_int_equal(q[1].mut, 1);
+  assert_int_equal(q[2].sym[0], -2);
+  assert_int_equal(q[2].extent[0], 3);
+  assert_int_equal(q[2].sym[1], -1);
+  for (int32_t p = 3; p < 8; ++p) assert_int_equal(q[p].ndim, -1); /* left to the full check */
+  assert_int_equal(q[7].kind, DLX_SIG_INT);
+  assert_int_equal(q[0].kind, DLX_SIG_TENSOR);
+
+  const DLDataType dts[] = {F32, F64};
+  const int64_t shapes[][2] = {{4, 5}, {4, 4}, {3, 5}, {5, 4}, {3, 2}};
+  for (int32_t p = 0; p < 8; ++p)
+    for (size_t di = 0; di < 2; ++di)
+      for (int32_t nd = 1; nd <= 2; ++nd)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si)
+          for (int ro = 0; ro <= 1; ++ro) {
+            if (p == 7) continue; /* not a tensor */
+            /* two calls' bindings, both after x = [4, 5] bound m and n */
+            dlx_sig_bindings bq, bf;
+            dlx_sig_bindings_init(&bq, s);
+            dlx_sig_bindings_init(&bf, s);
+            tensor x, t;
+            dlx_sig_fault f;
+            make(&x, F32, 2, (int64_t[]){4, 5});
+            assert_int_equal(dlx_sig_check_quick(&q[0], 0, &x.t, 0, &bq), 0);
+            assert_int_equal(dlx_sig_check_tensor(s, 0, &x.t, 0, &bf, &f), 0);
+            assert_memory_equal(bq.value, bf.value, sizeof(int64_t) * 2);
+            make(&t, dts[di], nd, shapes[si]);
+            int quick = dlx_sig_check_quick(&q[p], p, &t.t, ro, &bq);
+            int full = dlx_sig_check_tensor(s, p, &t.t, ro, &bf, &f);
+            if (quick == 0) {
+              assert_int_equal(full, 0);
+              assert_memory_equal(bq.value, bf.value, sizeof(int64_t) * (size_t)s->nsymbols);
+            } else {
+              /* the full check after the quick one: as if alone */
+              dlx_sig_fault f2;
+              assert_int_equal(dlx_sig_check_tensor(s, p, &t.t, ro, &bq, &f2), full);
+              if (full) assert_int_equal(f2.code, f.code);
+            }
+          }
+  /* fresh symbols are bound by the quick check as by the full one, owner included */
+  dlx_sig_bindings b;
+  dlx_sig_bindings_init(&b, s);
+  tensor y;
+  make(&y, F32, 1, (int64_t[]){7});
+  assert_int_equal(dlx_sig_check_quick(&q[1], 1, &y.t, 0, &b), 0);
+  assert_int_equal(b.value[1], 7);
+  assert_int_equal(b.owner[1], 1);
+  assert_int_equal(dlx_sig_check_quick(&q[1], 1, &y.t, 1, &b), 1); /* mut: read-only refused */
+  dlx_sig_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_contract_example), cmocka_unit_test(test_scalars_and_defaults),
       cmocka_unit_test(test_tensors),          cmocka_unit_test(test_results_and_options),
       cmocka_unit_test(test_malformed),        cmocka_unit_test(test_limits),
       cmocka_unit_test(test_check),            cmocka_unit_test(test_devices_and_dtypes),
-      cmocka_unit_test(test_format_pieces),
+      cmocka_unit_test(test_format_pieces),    cmocka_unit_test(test_quick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
