@@ -255,6 +255,9 @@ def doctor():
     cxx = os.environ.get("CXX") or "c++"
     exe = shutil.which(shlex.split(cxx)[0]) if cxx.strip() else None
     print(f"compiler: {cxx} -> {exe or 'NOT FOUND'}")
+    for lang, command, path, package in _core.compilers():
+        found = path or f"NOT FOUND (install the Debian package {package})"
+        print(f"  dlx.build {lang}: {command} -> {found}")
     return 0
 
 

@@ -22,6 +22,10 @@ typedef struct dlx_addon_facts {
 
 /* SHA-256 of data[0..n), 64 lowercase hex digits and a NUL. */
 void dlx_digest_hex(const void *data, size_t n, char out[65]);
+/* The same without the CPU's SHA instructions (for tests comparing the two), and whether
+ * dlx_digest_hex uses them on this CPU (x86 SHA-NI). */
+void dlx_digest_hex_portable(const void *data, size_t n, char out[65]);
+int dlx_digest_uses_sha_ni(void);
 
 /* "dlx-torch-addon;torch=V;cxx11abi=0|1;backend=B;python=T;dlpack=M.m;source=HEX;
  * flags=SHA256(flags)" on one line. 0, or -1 if it does not fit in outlen or a

@@ -244,7 +244,27 @@ static PyObject *read_build_record(PyObject *self, PyObject *arg) {
   return d;
 }
 
+/* compilers() -> ((language, command, resolved path or None, Debian package), ...): what
+ * dlx.build would run for each language, for python -m dlx doctor */
+static PyObject *compilers(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  dlx_compiler_env env = {getenv("CC"), getenv("CXX"), getenv("CUDA_HOME")};
+  PyObject *t = PyTuple_New(DLX_LANG_COUNT);
+  for (int l = 0; t && l < DLX_LANG_COUNT; ++l) {
+    char cand[3][4096], path[4096] = "";
+    int n = dlx_compiler_candidates((dlx_lang)l, &env, cand), at = 0;
+    while (at < n && dlx_which(cand[at], getenv("PATH"), path, sizeof path)) ++at;
+    PyObject *row = Py_BuildValue("(sszs)", dlx_lang_name((dlx_lang)l), cand[at < n ? at : 0],
+                                  at < n ? path : NULL, dlx_lang_package((dlx_lang)l));
+    if (!row) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, l, row);
+  }
+  return t;
+}
+
 static PyMethodDef build_methods[] = {
+    {"compilers", compilers, METH_NOARGS, NULL},
     {"kernel_build", kernel_build, METH_VARARGS, NULL},
     {"load_fd", load_fd, METH_VARARGS, NULL},
     {"load_cached", load_cached, METH_O, NULL},

@@ -300,3 +300,11 @@ def test_command_line_build_and_cache_list_clean(tmp_path, cache):
     r = run_python("from dlx.__main__ import main; main(['cache', 'clean'])")
     assert "removed" in r.stdout
     assert not list((cache / "kernels").iterdir())
+
+
+def test_doctor_names_the_compilers(monkeypatch):
+    r = run_python("from dlx.__main__ import main; main(['doctor'])",
+                   env={"CC": "/nonexistent/dlx-cc", "DLX_DISABLE_TORCH_ADDON": "1"})
+    assert "dlx.build c: /nonexistent/dlx-cc -> NOT FOUND (install the Debian package gcc)" \
+        in r.stdout, r.stdout
+    assert "dlx.build c++: " in r.stdout and "dlx.build cuda: " in r.stdout
