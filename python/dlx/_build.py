@@ -173,7 +173,7 @@ def load_inline(source, *, language="c", name=None, **build_options):
         raise TypeError(f"load_inline() got unexpected keyword argument(s) {', '.join(unknown)}; "
                         f"it takes dlx.build's: {', '.join(_BUILD_OPTIONS)}")
     options = dict(_BUILD_OPTIONS, **build_options)
-    path, fd, _ = _build((), source.encode(), name or "inline", language, **options)
+    path, fd, _ = _build((), source.encode(), name or "inline", language or "c", **options)
     return _load_built(path, fd)
 
 

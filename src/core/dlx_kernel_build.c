@@ -67,6 +67,9 @@ int dlx_which(const char *cmd, const char *path_env, char *out, size_t outlen) {
   return w < 0 || (size_t)w >= outlen ? -1 : 0;
 }
 
+/* snprintf wrote all of it */
+static int fits(int n, size_t size) { return n >= 0 && (size_t)n < size; }
+
 /* "<dev>:<ino>:<size>:<mtime ns>": changes whenever the file is replaced or rewritten. */
 static int file_sig(const char *path, char out[128]) {
   struct stat st;
@@ -359,7 +362,12 @@ static int warm(build *b, char *why, size_t whylen) {
   char terr[512];
   int trusted = dlx_cache_open_trusted(b->dirfd, lib, &fd, terr, sizeof terr);
   if (trusted == 1) {
-    snprintf(b->res->path, sizeof b->res->path, "%s/%s", b->kdir, lib);
+    if (!fits(snprintf(b->res->path, sizeof b->res->path, "%s/%s", b->kdir, lib),
+              sizeof b->res->path)) {
+      close(fd);
+      snprintf(why, whylen, "path too long");
+      goto done;
+    }
     b->res->fd = fd;
     hit = 1;
   } else if (trusted == 0) {
@@ -429,7 +437,7 @@ static int step(build *b, char **argv, const char *what) {
   char why[4600];
   int rc = dlx_build_step(argv, left(b), tick, b, &out, &status, why, sizeof why);
   if (rc) {
-    snprintf(b->err, b->errlen, "%s %s", what, why);
+    snprintf(b->err, b->errlen, "%s: %s", what, why);
     free(b->res->log);
     free(b->res->command);
     b->res->log = out;
@@ -450,9 +458,13 @@ static int versions(build *b) {
     char *out = NULL;
     int status = 0;
     char why[4600];
-    if (dlx_build_step(argv, left(b), tick, b, &out, &status, why, sizeof why)) {
-      dlx_set_err(b->err, b->errlen, "asking the %s for its version: %s",
-                  dlx_lang_role((dlx_lang)l), why);
+    int timed_out = 0;
+    /* a non-zero status is fine: whatever it prints identifies it (some print to stderr
+     * and exit 1); only a compiler that cannot run, or hangs, stops the build */
+    if (dlx_run_capture_ticking(argv, left(b), tick, b, &out, &status, &timed_out, why,
+                                sizeof why)) {
+      dlx_set_err(b->err, b->errlen, "asking the %s for its version: %s%s",
+                  dlx_lang_role((dlx_lang)l), timed_out ? "DLX_BUILD_TIMEOUT: " : "", why);
       free(b->res->log);
       b->res->log = out;
       return -1;
@@ -514,8 +526,7 @@ static void remove_tree(const char *dir) {
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       char p[4400];
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
+      if (fits(snprintf(p, sizeof p, "%s/%s", dir, e->d_name), sizeof p)) unlink(p);
     }
     closedir(d);
   }
@@ -549,8 +560,8 @@ static int cold(build *b) {
     if (!same && write_file(b->src[0], s->inline_text, s->inline_len, 0600, b->err, b->errlen))
       goto done;
   }
-  snprintf(work, sizeof work, "%s/.work-%s-XXXXXX", b->kdir, b->s->name);
-  if (!mkdtemp(work)) {
+  if (!fits(snprintf(work, sizeof work, "%s/.work-%s-XXXXXX", b->kdir, b->s->name),
+            sizeof work) || !mkdtemp(work)) {
     dlx_set_err(b->err, b->errlen, "cannot make a work folder in %s: %s", b->kdir,
                 strerror(errno));
     work[0] = '\0';
@@ -563,8 +574,12 @@ static int cold(build *b) {
   for (size_t i = 0; i < b->n; ++i) {
     char obj[4600], dep[4600];
     const char *base = strrchr(b->src[i], '/');
-    snprintf(obj, sizeof obj, "%s/%zu-%s.o", work, i, base ? base + 1 : b->src[i]);
-    snprintf(dep, sizeof dep, "%s/%zu.d", work, i);
+    if (!fits(snprintf(obj, sizeof obj, "%s/%zu-%s.o", work, i, base ? base + 1 : b->src[i]),
+              sizeof obj) ||
+        !fits(snprintf(dep, sizeof dep, "%s/%zu.d", work, i), sizeof dep)) {
+      dlx_set_err(b->err, b->errlen, "path too long");
+      goto done;
+    }
     objs[i] = strdup(obj);
     if (!objs[i]) {
       dlx_set_err(b->err, b->errlen, "out of memory");
@@ -606,8 +621,8 @@ static int cold(build *b) {
     dlx_set_err(b->err, b->errlen, "cannot compute the cache key");
     goto done;
   }
-  snprintf(res->path, sizeof res->path, "%s/%s", b->kdir, lib);
-  if (dlx_temp_path(res->path, temp, sizeof temp)) {
+  if (!fits(snprintf(res->path, sizeof res->path, "%s/%s", b->kdir, lib), sizeof res->path) ||
+      dlx_temp_path(res->path, temp, sizeof temp)) {
     dlx_set_err(b->err, b->errlen, "path too long");
     goto done;
   }
@@ -647,8 +662,8 @@ static int cold(build *b) {
   record = dlx_manifest_format(&m);
   free(m.deps);
   char rpath[4400];
-  snprintf(rpath, sizeof rpath, "%s/%s.build", b->kdir, b->base);
-  if (!record) {
+  if (!fits(snprintf(rpath, sizeof rpath, "%s/%s.build", b->kdir, b->base), sizeof rpath) ||
+      !record) {
     dlx_set_err(b->err, b->errlen, "cannot write the build record (a path holds a newline?)");
     goto done;
   }
@@ -718,8 +733,12 @@ int dlx_kernel_build(const dlx_kernel_build_spec *s, dlx_kernel_build_result *re
   }
   if (s->verbose) say(b, "dlx: %s: building (%s)", s->name, why);
   char lock_path[4400], what[4400];
-  snprintf(lock_path, sizeof lock_path, "%s/%s.lock", b->kdir, b->base);
-  snprintf(what, sizeof what, "%s/%s", b->kdir, b->base);
+  if (!fits(snprintf(lock_path, sizeof lock_path, "%s/%s.lock", b->kdir, b->base),
+            sizeof lock_path) ||
+      !fits(snprintf(what, sizeof what, "%s/%s", b->kdir, b->base), sizeof what)) {
+    dlx_set_err(err, errlen, "cache folder path too long");
+    goto done;
+  }
   if (dlx_build_lock(what, lock_path, s->timeout_s, s->say, s->ctx, &lock, err, errlen))
     goto done;
   /* whoever held the lock may have built it meanwhile */

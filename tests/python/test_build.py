@@ -137,6 +137,8 @@ def test_cxx_compiles_with_the_cxx_compiler_and_links_its_runtime(tmp_path, cach
 
 @pytest.fixture(scope="module")
 def nvcc():
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("nvcc's own tools crash with the ASan runtime preloaded (make sanitize)")
     for cand in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "bin", "nvcc"),
                  "/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""):
         if cand and os.access(cand, os.X_OK):
