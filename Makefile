@@ -66,6 +66,7 @@ PYTHON_PREFIX = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
 bench: build build-venv
 	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
 	PYTHONPATH=$(VENV_PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(VENV))) $(VENV_PYTHON) -m dlx bench
+	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
 # Debian's interpreter (torch 1.13 addon, numpy 1.24) and the venv (torch 2.13, numpy 2, tvm-ffi).
