@@ -103,8 +103,20 @@ def test_torch_table_conforms(torch_report):
         assert r[name].status == "PASS", r[name]
     assert "bfloat16" in r["allocator.shapes"].reason  # torch has it, numpy does not
     assert "complex32" in r["export.managed.dtypes"].reason  # issue 7 item 15
-    assert r["allocator.set_error.bad_dtype"].reason.startswith("SetError(TypeError, ")
-    assert r["allocator.set_error.bad_device"].reason.startswith("SetError(ValueError, ")
+    bad_dtype, bad_device = (r[f"allocator.set_error.{c}"].reason for c in ("bad_dtype", "bad_device"))
+    if "installed by dlx" in r.source:  # dlx's addon: the kind fits the refusal
+        assert bad_dtype.startswith("SetError(TypeError, ")
+        assert bad_device.startswith("SetError(ValueError, ")
+    else:
+        # torch's own table (2.13) calls SetError once, as the contract asks, with torch's
+        # message but the kind MemoryError for every failure; the checker notes it (a
+        # kernel's caller gets MemoryError for a dtype torch cannot hold). Upstream's
+        # choice, asserted as it is: a torch that picks fitting kinds fails this line.
+        assert bad_dtype.startswith("SetError(MemoryError, 'Unsupported code 3"), bad_dtype
+        assert bad_dtype.endswith("(note: MemoryError for bad dtype, not TypeError or "
+                                  "ValueError: callers see a MemoryError)"), bad_dtype
+        assert bad_device.startswith("SetError(MemoryError, 'Unsupported device_type: 16")
+        assert "callers see a MemoryError" in bad_device
 
 
 def test_torch_addon_table_is_the_one_checked(torch_report):

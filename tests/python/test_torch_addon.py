@@ -507,7 +507,7 @@ def test_cache_under_a_folder_others_can_write_is_refused(record, tmp_path):
     shared.mkdir()
     _copy_into(record, shared / "c")
     os.chmod(shared, 0o777)  # anyone could rename c away and put their own in its place
-    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(shared / "c")},
+    r = run_python(f"import dlx.torch as dt; {ADDON}", env={"DLX_CACHE_DIR": str(shared / "c")},
                    check=False)
     assert r.returncode != 0 and "PermissionError" in r.stderr, r.stderr[-2000:]
     assert f"'{shared}'" in r.stderr and "sticky" in r.stderr
@@ -526,7 +526,7 @@ def test_cache_under_another_users_folder_is_refused(record, tmp_path):
     theirs.mkdir()
     _copy_into(record, theirs / "c")
     os.chown(theirs, 65534, 65534)
-    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_CACHE_DIR": str(theirs / "c")},
+    r = run_python(f"import dlx.torch as dt; {ADDON}", env={"DLX_CACHE_DIR": str(theirs / "c")},
                    check=False)
     assert r.returncode != 0 and "PermissionError" in r.stderr
     assert f"'{theirs}'" in r.stderr and "owned by uid 65534" in r.stderr
@@ -537,7 +537,7 @@ def test_loaded_addon_is_the_checked_file(record):
     knows it as /proc/self/fd/N), and that descriptor is the sealed file's inode."""
     out = run_python(
         "import ctypes, os, dlx.torch as dt\n"
-        "r = dt.install()\n"
+        f"r = {ADDON}\n"
         "class Info(ctypes.Structure):\n"
         "    _fields_ = [('addr', ctypes.c_void_p), ('name', ctypes.c_char_p)]\n"
         "names = []\n"
