@@ -9,7 +9,6 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("DLX_BUILD_DIR", ROOT / "build"))
-PYPATH = os.pathsep.join([str(BUILD / "python"), str(BUILD / "fixtures")])
 
 # One addon cache for the whole session, never the developer's own ~/.cache/dlx: the
 # first torch tensor that reaches a kernel builds the addon here (once), later tests reuse it.
@@ -17,6 +16,15 @@ _SESSION_CACHE = tempfile.TemporaryDirectory(prefix="dlx-test-cache-")
 os.environ["DLX_CACHE_DIR"] = _SESSION_CACHE.name
 for var in ("DLX_BACKEND", "DLX_DISABLE_TORCH_ADDON", "CXX", "DLX_CXXFLAGS", "DLX_LDFLAGS"):
     os.environ.pop(var, None)
+
+# The dlx under test: the build's (BUILD/python on PYTHONPATH, Debian's python3) or the one
+# installed into the interpreter (the venv: pip install of the tree). Child processes get
+# the same one, and the fixtures from the build.
+import dlx  # noqa: E402
+
+_DLX_HOME = pathlib.Path(dlx.__file__).resolve().parents[1]
+_FROM_BUILD = _DLX_HOME == (BUILD / "python").resolve()
+PYPATH = os.pathsep.join(([str(BUILD / "python")] if _FROM_BUILD else []) + [str(BUILD / "fixtures")])
 
 
 def run_python(code, env=None, check=True, timeout=600):
