@@ -40,6 +40,21 @@ def test_dlx_torch_install_after_plain_import():
     assert source in ("native", "native+stream", "addon") and backend == selected
 
 
+def test_the_dlx_under_test_is_the_installed_one_unless_the_build_is_on_the_path():
+    """The venv's suite runs against dlx as pip installed it (make venv), not a build tree:
+    what the interpreter imports is the distribution's own files."""
+    import conftest
+    from importlib import metadata
+
+    if conftest._FROM_BUILD:
+        pytest.skip(f"dlx comes from the build ({conftest.BUILD / 'python'}) here")
+    dist = metadata.distribution("dlx")  # not from the build: installed, or nothing is right
+    core = os.path.realpath(dlx._core.__file__)
+    assert core.startswith(os.path.realpath(sys.prefix) + os.sep), (core, sys.prefix)
+    assert os.path.realpath(dist.locate_file(f"dlx/{os.path.basename(core)}")) == core
+    assert f"dlx/{os.path.basename(core)}" in {str(f) for f in dist.files}
+
+
 def test_unknown_attribute_is_still_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         dlx.no_such_name  # noqa: B018
