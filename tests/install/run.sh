@@ -18,7 +18,7 @@ top=$(cd "$top" && pwd)
 unset PYTHONPATH DLX_BUILD_DIR DLX_BACKEND DLX_DISABLE_TORCH_ADDON
 step() { printf 'install test: %s\n' "$*"; }
 
-rm -rf "$top/venv" "$top/dist"
+rm -rf "$top/venv" "$top/dist" "$top/build-cache"
 step "venv from $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
 "$PY" -m venv --system-site-packages "$top/venv"
 vpy=$top/venv/bin/python
@@ -79,9 +79,13 @@ if nm -D --defined-only proj/build/saxpy.so | grep -q dlx_install_test_helper; t
   echo "install test: dlx_add_kernels did not hide a non-kernel symbol" >&2
   exit 1
 fi
+step "python -m dlx build (the installed package compiles, headers from inside it)"
+mkdir built
+DLX_CACHE_DIR=$top/build-cache "$vpy" -m dlx build saxpy.c -o built/saxpy.so --cflags "-Wall -Werror"
+
 cuda=()
 if [ -f proj/build/saxpy_cuda.so ]; then cuda=(--cuda proj/build/saxpy_cuda.so); fi
 
 step "load and call (check.py)"
-DLX_CACHE_DIR=$top/addon-cache "$vpy" check.py cc/saxpy.so pc/saxpy.so proj/build/saxpy.so "${cuda[@]}"
+DLX_CACHE_DIR=$top/addon-cache "$vpy" check.py cc/saxpy.so pc/saxpy.so proj/build/saxpy.so built/saxpy.so "${cuda[@]}"
 step "passed"
