@@ -111,7 +111,7 @@ def _list_kernels(folder):
             print(f"  {os.path.basename(rec_path)}  unreadable build record")
             continue
         lib = os.path.join(folder, "kernels", rec["lib"])
-        status, why = _core.file_trusted(lib)
+        status, why = _core.library_checked(lib)  # the loader's checks, seal included
         state = "ok" if status == 1 else "missing" if status == 0 else f"refused: {why}"
         size = f"{os.path.getsize(lib)} bytes  " if status != 0 else ""
         print(f"  {rec['lib']}  {size}{state}")

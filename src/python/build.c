@@ -137,22 +137,30 @@ static PyObject *load_fd(PyObject *self, PyObject *args) {
   return lib;
 }
 
-/* load_cached(path) -> Library: a library in dlx's cache, checked as the addon is (its
- * folder and those above it, then owner, mode and seal on the open descriptor) and
- * loaded through that descriptor. ImportError when it is refused. */
+/* The library `path` in a cache folder, opened checked as the loader would (its folder and
+ * those above it, then owner, mode and seal on the descriptor): 1 with *fd, 0 missing, -1
+ * refused (why says why). */
+static int open_checked(const char *path, int *fd, char *why, size_t whylen) {
+  const char *slash = strrchr(path, '/');
+  char folder[4096];
+  snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+  int dirfd = dlx_cache_dir_open(folder[0] ? folder : "/", 0, why, whylen);
+  int trusted = dirfd < 0 ? -1
+                          : dlx_cache_open_trusted(dirfd, slash ? slash + 1 : path, fd, why, whylen);
+  if (dirfd >= 0) close(dirfd);
+  return trusted;
+}
+
+/* load_cached(path) -> Library: a library in dlx's cache, checked as the addon is and
+ * loaded through the descriptor the checks were made on. ImportError when refused. */
 static PyObject *load_cached(PyObject *self, PyObject *arg) {
   (void)self;
   PyObject *b;
   if (!PyUnicode_FSConverter(arg, &b)) return NULL;
   const char *path = PyBytes_AS_STRING(b);
-  const char *slash = strrchr(path, '/');
-  char folder[4096], why[1024];
+  char why[1024];
   PyObject *r = NULL;
-  snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-  int dirfd = dlx_cache_dir_open(folder[0] ? folder : "/", 0, why, sizeof why);
-  int fd = -1, trusted = dirfd < 0 ? -1 : dlx_cache_open_trusted(dirfd, slash ? slash + 1 : path,
-                                                                  &fd, why, sizeof why);
-  if (dirfd >= 0) close(dirfd);
+  int fd = -1, trusted = open_checked(path, &fd, why, sizeof why);
   if (trusted == 0) {
     PyErr_Format(PyExc_FileNotFoundError, "no library at %s", path);
   } else if (trusted < 0) {
@@ -167,6 +175,19 @@ static PyObject *load_cached(PyObject *self, PyObject *arg) {
   }
   Py_DECREF(b);
   return r;
+}
+
+/* library_checked(path) -> (1 trusted | 0 missing | -1 refused, why): load_cached's checks,
+ * seal included, without loading (python -m dlx cache list) */
+static PyObject *library_checked(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *b;
+  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+  char why[1024] = "";
+  int fd = -1, trusted = open_checked(PyBytes_AS_STRING(b), &fd, why, sizeof why);
+  Py_DECREF(b);
+  if (fd >= 0) close(fd);
+  return Py_BuildValue("(is)", trusted, why);
 }
 
 /* first_errors(log, max_lines) -> str */
@@ -268,6 +289,7 @@ static PyMethodDef build_methods[] = {
     {"kernel_build", kernel_build, METH_VARARGS, NULL},
     {"load_fd", load_fd, METH_VARARGS, NULL},
     {"load_cached", load_cached, METH_O, NULL},
+    {"library_checked", library_checked, METH_O, NULL},
     {"first_errors", first_errors, METH_VARARGS, NULL},
     {"read_build_record", read_build_record, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

@@ -222,9 +222,12 @@ def test_tampered_library_is_rebuilt_not_loaded(tmp_path, cache, monkeypatch):
     (tmp_path / "evil.so").write_bytes(bytes(data))
     (tmp_path / "evil.so").chmod(0o755)
     os.replace(tmp_path / "evil.so", path)
-    # dlx.load refuses it, by the seal
+    # dlx.load refuses it, by the seal; cache list says so
     with pytest.raises(ImportError, match="seal"):
         dlx.load(path)
+    r = run_python("from dlx.__main__ import main; main(['cache', 'list'])")
+    assert f"{path.name}  {path.stat().st_size} bytes  refused: " in r.stdout, r.stdout
+    assert "seal" in r.stdout
     # a fresh process rebuilds it rather than loading it
     r = run_python(f"import dlx; print(dlx.load_inline({ADD!r}, name='tamper').add(2, 2))",
                    env={"CC": str(cc)})
@@ -310,3 +313,20 @@ def test_doctor_names_the_compilers(monkeypatch):
     assert "dlx.build c: /nonexistent/dlx-cc -> NOT FOUND (install the Debian package gcc)" \
         in r.stdout, r.stdout
     assert "dlx.build c++: " in r.stdout and "dlx.build cuda: " in r.stdout
+
+
+def test_waiting_for_a_held_lock_says_so_once_and_gives_up(cache):
+    import fcntl
+
+    lib = pathlib.Path(dlx.load_inline(ADD, name="held").path)
+    lib.unlink()  # so the next load_inline must build, under the lock
+    (lock,) = (cache / "kernels").glob("held-*.lock")
+    with open(lock, "w") as held:  # another process's build in progress
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = run_python(f"import dlx\ntry:\n dlx.load_inline({ADD!r}, name='held')\n"
+                       "except dlx.BuildError as e:\n print('BuildError', e)\n",
+                       env={"DLX_BUILD_TIMEOUT": "1.5"}, timeout=60)
+    assert r.stderr.count("waiting for another build of") == 1, r.stderr
+    assert "BuildError" in r.stdout and "gave up after 1.5 s" in r.stdout
+    assert "DLX_BUILD_TIMEOUT" in r.stdout
+    assert not lib.exists()  # it never compiled
