@@ -45,7 +45,6 @@ typedef struct call_state {
   int32_t nresults, max_results;
   int32_t nowners;                    /* slots to release after the call: owners[] */
   int flags;                          /* DLX_CONVERT_* of the arguments dlx_convert_arg took */
-  const DLPackExchangeAPI *first_api; /* the first tensor argument's table */
   dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
   /* nogil: an exception a service raised, on whichever thread called it, carried to the
    * calling thread (a worker's thread state may not outlive the service) */
@@ -218,6 +217,13 @@ static void alloc_set_error(void *ctx, const char *kind, const char *message) {
   raise_in_call(st, kind, message); /* either may be NULL from a sloppy producer */
 }
 
+/* The table of the first tensor argument that came with one: it allocates the results. */
+static const DLPackExchangeAPI *first_table(const call_state *st) {
+  for (int32_t i = 0; i < st->pub.num_args; ++i)
+    if (st->argv[i].kind == DLX_ARG_TENSOR && st->slots[i].api) return st->slots[i].api;
+  return NULL;
+}
+
 static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
                              const int64_t *shape, DLDataType dtype, DLTensor **out) {
   if (ndim < 0 || ndim > DLX_MAX_ARGS || (ndim && !shape))
@@ -231,7 +237,7 @@ static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
   }
   if (dlx_compact_strides(ndim, dims, strides))
     return fail(st, "ValueError", "dlx_return_new_tensor: the shape is too large");
-  const DLPackExchangeAPI *api = st->first_api;
+  const DLPackExchangeAPI *api = first_table(st);
   if (!api && !(api = dlx_numpy_table())) {
     st->failed = 1;
     return -1;
@@ -705,7 +711,6 @@ static inline void state_init(call_state *st, const dlx_kernel_info *k, int32_t 
   st->max_results = max_results;
   st->nowners = 0;
   st->flags = 0;
-  st->first_api = NULL;
   st->binds = NULL;
 }
 
@@ -805,9 +810,8 @@ static __attribute__((noinline)) int on_device(call_state *st, int32_t i, int32_
   return -1;
 }
 
-/* A tensor argument just converted by dlx_convert_arg: the first table, the device. */
+/* A tensor argument just converted by dlx_convert_arg: its device. */
 static inline int tensor_converted(call_state *st, int32_t i, int32_t *device_arg) {
-  if (!st->first_api) st->first_api = st->slots[i].api;
   if (st->argv[i].value.tensor->device.device_type == kDLCPU) return 0;
   return on_device(st, i, device_arg);
 }
@@ -852,7 +856,7 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
 
 /* An ndarray of a type whose cache entry (a hit) has numpy's own view: viewed in line,
  * as dlx_convert_arg would (1), or 0 when it needs the general path. */
-static inline int numpy_vouched(call_state *st, const dlx_type_info *info, PyObject *obj,
+static inline int numpy_vouched(const dlx_type_info *info, PyObject *obj,
                                 dlx_arg *a, dlx_slot *slot) {
   if (info->scratch_view != dlx_numpy_scratch_view ||
       !dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly))
@@ -860,7 +864,6 @@ static inline int numpy_vouched(call_state *st, const dlx_type_info *info, PyObj
   a->kind = DLX_ARG_TENSOR;
   a->value.tensor = &slot->view;
   slot->api = info->api;
-  if (!st->first_api) st->first_api = info->api;
   return 1;
 }
 
@@ -903,7 +906,7 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
     if ((info = dlx_type_info_hit(tp)) && info->view) {
       rc = dlx_convert_view(info, obj, a, slot);
       np_type = NULL; /* the table's code ran */
-    } else if (info && numpy_vouched(&st, info, obj, a, slot)) {
+    } else if (info && numpy_vouched(info, obj, a, slot)) {
       np_type = tp;
       np_api = info->api;
       continue;
@@ -912,9 +915,11 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
       np_type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
       np_api = slot->api;
     }
-    if (rc < 0) return convert_failed(&st, i, obj);
-    st.flags |= rc;
-    if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    if (__builtin_expect(rc != 0, 0)) {
+      if (rc < 0) return convert_failed(&st, i, obj);
+      st.flags |= rc;
+      if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    }
     if (a->kind == DLX_ARG_TENSOR && tensor_converted(&st, i, &device_arg))
       return device_refused(&st, i);
   }
@@ -977,7 +982,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       if (info && info->view) {
         rc = dlx_convert_view(info, obj, a, slot);
         np_type = NULL; /* the table's code ran */
-      } else if (info && numpy_vouched(&st, info, obj, a, slot)) {
+      } else if (info && numpy_vouched(info, obj, a, slot)) {
         np_type = tp;
         np_api = info->api;
         on_cpu = 1;

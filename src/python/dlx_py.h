@@ -98,9 +98,9 @@ static inline int dlx_version_tag_valid(PyTypeObject *tp) {
  * it invalidates it and never hands the same tag out twice: equal tags are valid ones. */
 static inline const dlx_type_info *dlx_type_info_hit(PyTypeObject *tp) {
   dlx_type_info *e = dlx_type_slot(tp);
+  /* (dlx_register_provider empties every entry: generations need no compare here) */
   if (e->type == tp && e->version_tag == tp->tp_version_tag &&
-      e->meta_version_tag == Py_TYPE(tp)->tp_version_tag &&
-      e->generation == dlx_provider_generation)
+      e->meta_version_tag == Py_TYPE(tp)->tp_version_tag)
     return e;
   return NULL;
 }

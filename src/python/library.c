@@ -436,15 +436,13 @@ static void forget_hits(LibraryObject *lib) {
   }
 }
 
-/* `lib.NAME` is the instance dict's entry whenever no data descriptor of the type has
- * that name (LibraryType is static and not subclassable, so `shadowed`, set at load,
- * says so for good): the remembered hit, else the dict, without the type walk.
- * Otherwise the generic lookup, and on a miss an error saying why precisely. */
-static PyObject *library_getattro(PyObject *self, PyObject *name) {
+/* The general lookup: the dict (remembering the hit), else the type's attributes, and on
+ * a miss an error saying why precisely. */
+static __attribute__((noinline)) PyObject *library_getattro_slow(PyObject *self,
+                                                                 PyObject *name) {
   LibraryObject *lib = (LibraryObject *)self;
   if (!lib->shadowed && PyUnicode_CheckExact(name)) {
     size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
-    if (lib->hits[at].name == name) return Py_NewRef(lib->hits[at].value);
     PyObject *hit = lib->dict ? PyDict_GetItemWithError(lib->dict, name) : NULL;
     if (hit) {
       Py_INCREF(name);
@@ -472,6 +470,18 @@ static PyObject *library_getattro(PyObject *self, PyObject *name) {
     PyErr_Format(PyExc_AttributeError, "%U has no kernel '%s' (it defines %R)", lib->path, s,
                  lib->kernels);
   return NULL;
+}
+
+/* `lib.NAME` is the instance dict's entry whenever no data descriptor of the type has
+ * that name (LibraryType is static and not subclassable, so `shadowed`, set at load,
+ * says so for good): the remembered hit is a pointer compare and nothing else (a name
+ * is only remembered when it is an exact str and nothing shadows it), else the general
+ * lookup. */
+static PyObject *library_getattro(PyObject *self, PyObject *name) {
+  LibraryObject *lib = (LibraryObject *)self;
+  size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
+  if (lib->hits[at].name == name) return Py_NewRef(lib->hits[at].value);
+  return library_getattro_slow(self, name);
 }
 
 static int library_setattro(PyObject *self, PyObject *name, PyObject *value) {

@@ -303,6 +303,9 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
     provider_views[k].view = view; /* a re-registration without a view drops the old one */
   }
   ++dlx_provider_generation;
+  /* Every entry is asked afresh (its owner stays until refilled, then is retired as on
+   * any refill): the hit test need not compare generations on every call. */
+  for (size_t i = 0; i < DLX_TYPE_CACHE_SIZE; ++i) dlx_type_cache[i].type = NULL;
   return 0;
 }
 

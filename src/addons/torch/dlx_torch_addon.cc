@@ -262,17 +262,21 @@ void DeleteExported(DLManagedTensorVersioned *self) {
   ::operator delete(exported);
 }
 
-const at::Tensor &UnpackTensor(void *py_object) {
+__attribute__((noinline, cold)) const at::Tensor &UnpackTensorSlow(PyObject *obj) {
+  if (!THPVariable_Check(obj)) {
+    Fail("TypeError", std::string("expected a torch.Tensor, got ") + Py_TYPE(obj)->tp_name);
+  }
+  return THPVariable_Unpack(obj);
+}
+
+__attribute__((always_inline)) inline const at::Tensor &UnpackTensor(void *py_object) {
   auto *obj = static_cast<PyObject *>(py_object);
   // Exact torch.Tensor first: a pointer compare, where THPVariable_Check is a
   // PyObject_IsInstance call (subclasses such as Parameter still take it).
   if (C10_LIKELY(Py_TYPE(obj) == reinterpret_cast<PyTypeObject *>(THPVariableClass))) {
     return THPVariable_Unpack(obj);
   }
-  if (!THPVariable_Check(obj)) {
-    Fail("TypeError", std::string("expected a torch.Tensor, got ") + Py_TYPE(obj)->tp_name);
-  }
-  return THPVariable_Unpack(obj);
+  return UnpackTensorSlow(obj);
 }
 
 // Checks that the consumer would read the values torch means, and fills the
@@ -286,9 +290,12 @@ constexpr int kOkKeySets = 8;
 uint64_t ok_key_sets[kOkKeySets];
 int ok_key_set_count = 0;
 
-bool KnownExportable(uint64_t keys) {
+uint64_t last_ok_key_set = ~uint64_t{0};  // the one found last: mostly the next one too
+
+inline bool KnownExportable(uint64_t keys) {
+  if (C10_LIKELY(keys == last_ok_key_set)) return true;
   for (int i = 0; i < ok_key_set_count; ++i)
-    if (ok_key_sets[i] == keys) return true;
+    if (ok_key_sets[i] == keys) return last_ok_key_set = keys, true;
   return false;
 }
 
@@ -297,31 +304,45 @@ bool KnownExportable(uint64_t keys) {
 // torch's accessors. Touched with the GIL held only.
 struct LastDescribed {
   c10::Device device{c10::DeviceType::CPU};
-  c10::ScalarType scalar_type = c10::ScalarType::Undefined;
+  caffe2::TypeMeta dtype;  // undefined until the first tensor
   DLDevice dl_device{kDLCPU, 0};
   DLDataType dl_dtype{0, 0, 0};
 } last_described;
 
-void DescribeTensor(const at::Tensor &tensor, DLTensor *out) {
-  const uint64_t keys = tensor.unsafeGetTensorImpl()->key_set().raw_repr();
+// The cold parts of DescribeTensor: a key set not seen yet, another device or dtype.
+__attribute__((noinline, cold)) void DescribeNew(const at::Tensor &tensor, uint64_t keys) {
   if (!KnownExportable(keys)) {
     CheckExportable(tensor);
     if (ok_key_set_count < kOkKeySets) ok_key_sets[ok_key_set_count++] = keys;
+    last_ok_key_set = keys;
   }
-  const c10::Device device = tensor.device();
-  const c10::ScalarType scalar_type = tensor.scalar_type();
   LastDescribed &last = last_described;
+  const c10::Device device = tensor.device();
   if (device != last.device) {
     last.dl_device = ToDLDevice(device);  // throws for devices DLPack cannot name
     last.device = device;
   }
-  if (scalar_type != last.scalar_type) {
-    last.dl_dtype = ToDLDataType(scalar_type);
-    last.scalar_type = scalar_type;
+  const caffe2::TypeMeta dtype = tensor.dtype();
+  if (dtype != last.dtype) {
+    last.dl_dtype = ToDLDataType(tensor.scalar_type());
+    last.dtype = dtype;
+  }
+}
+
+// Everything but shape and strides (whose owner differs between the view and the
+// managed export). In line: the view export runs it for every tensor of every call.
+__attribute__((always_inline)) inline void DescribeTensor(const at::Tensor &tensor,
+                                                          DLTensor *out) {
+  const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
+  const uint64_t keys = impl->key_set().raw_repr();
+  LastDescribed &last = last_described;
+  if (C10_UNLIKELY(keys != last_ok_key_set || impl->device() != last.device ||
+                   impl->dtype() != last.dtype)) {
+    DescribeNew(tensor, keys);
   }
   out->device = last.dl_device;
   out->dtype = last.dl_dtype;
-  out->ndim = static_cast<int32_t>(tensor.dim());
+  out->ndim = static_cast<int32_t>(impl->dim());
   out->data = tensor.data_ptr();  // storage_offset is already applied
   out->byte_offset = 0;
 }
