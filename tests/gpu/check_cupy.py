@@ -22,28 +22,29 @@ def check(what, cond):
     ok &= bool(cond)
 
 
-def busy(t, k=8):  # keeps the current torch stream busy, so a race would show
-    for _ in range(k):
-        t = t @ t / 4096
-    return t
-
-
-big = torch.randn(4096, 4096, device="cuda")
 x = torch.ones(n, device="cuda")
 
 # 1. torch + CuPy in one call inside torch.cuda.stream(s): the kernel runs on s, and the
-#    CuPy array is exported with __dlpack__(stream=s), so CuPy orders its pending work first.
+#    CuPy array is exported with __dlpack__(stream=s), so CuPy makes s wait for its pending
+#    work. That work is slow and sits on a non-blocking CuPy stream (nothing but that wait
+#    orders it before s: not the legacy default stream, which torch's default stream is), it
+#    *sets* y (a second += would commute with axpy's and hide the order), and s itself has
+#    nothing to do first. Without the stream, axpy reads y == 0 and the fill then overwrites
+#    its result: y ends 1, not 3.
 y = cupy.zeros(n, dtype=cupy.float32)
-slow = cupy.ones(n, dtype=cupy.float32)
-for _ in range(20):
-    slow = slow * 1.0  # pending CuPy work on its own (null) stream
-y += slow  # y = 1 once CuPy's stream gets there
+m = cupy.ones((4096, 4096), dtype=cupy.float32)
 s = torch.cuda.Stream()
-s.wait_stream(torch.cuda.current_stream())  # x and big are ready for s
-with torch.cuda.stream(s):
-    big = busy(big)
-    used = lib.axpy(x, y, 2.0)  # y = 2*1 + 1 = 3 only if ordered after `y += slow`
+s.wait_stream(torch.cuda.current_stream())  # x is ready for s
+cupy.cuda.Device().synchronize()  # y and m are ready for cs1
+cs1 = cupy.cuda.Stream(non_blocking=True)
+with cs1:
+    for _ in range(8):
+        m = m @ m / 4096  # keeps cs1 busy (stays all ones)
+    y.fill(1)  # after the matmuls, on cs1
+    with torch.cuda.stream(s):
+        used = lib.axpy(x, y, 2.0)  # y = 2*1 + 1 = 3 only if ordered after the fill
 s.synchronize()
+cupy.cuda.Device().synchronize()
 check(f"mixed call on torch's stream: {hex(used)} == {hex(s.cuda_stream)}", used == s.cuda_stream)
 check("mixed call ordered after CuPy's pending work", bool((y == 3).all()))
 

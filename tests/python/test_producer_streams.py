@@ -469,6 +469,20 @@ def test_producer_raising_in_export_releases_the_others(fx, report):
     assert s["exported"] == 1 and s["deleted"] == 1  # `ok` was exported and released once
 
 
+def test_a_later_argument_refused_leaves_nothing_pending(fx, report, sig):
+    """A call that ends while converting (an argument of no known kind, a declared scalar
+    of the wrong type) after a deferred producer takes that producer off the pending
+    count itself: else every later call on any thread would take the slow path."""
+    p = producer(fx, (CUDA, 0))
+    with pytest.raises(TypeError, match=r"report_stream\(\): argument 1 \(object\)"):
+        report(p, object())
+    assert dlx._core._stats()["stream_pending"] == 0
+    with pytest.raises(TypeError, match="name"):
+        sig.sizes(p, None, 5)
+    assert dlx._core._stats()["stream_pending"] == 0
+    assert p.calls == []  # never exported
+
+
 # ---- declared signatures check what the deferred export brought ---------------------------
 
 @pytest.fixture(scope="module")
