@@ -783,9 +783,11 @@ static __attribute__((noinline, cold)) PyObject *convert_failed(call_state *st, 
 }
 
 /* Argument i was refused by the signature (cold): its error names the kernel and the
- * parameter already; what its slot owns is among the owners. */
+ * parameter already; what its slot owns is among the owners. It is never a deferred
+ * producer, and a scalar refused while converting leaves its slot as an earlier call left
+ * it: only the arguments before it are settled. */
 static __attribute__((noinline, cold)) PyObject *param_refused(call_state *st, int32_t i) {
-  settle(st, i + 1);
+  settle(st, i);
   st->prefixed = 1;
   return release_all(st, NULL);
 }

@@ -253,6 +253,30 @@ def test_cupy_on_another_device_is_refused_before_export(fx, report, cupy):
     assert a.streams == []
 
 
+def test_cupy_array_on_another_device_gets_that_devices_stream(report, cupy):
+    """CuPy's current stream is per device: an array on cuda:1 runs on cuda:1's current
+    stream, not on that of the current device (0)."""
+    s0, s1 = cupy.cuda.Stream(device_id=0).use(), cupy.cuda.Stream(device_id=1).use()
+    a = cupy.zeros(2, device_id=1)
+    assert report(a) == s1.ptr and a.streams == [s1.ptr]
+    assert report(cupy.zeros(2)) == s0.ptr
+
+
+def test_cupy_without_a_device_argument(report, cupy, monkeypatch):
+    """CuPy before 13: get_current_stream() takes no arguments; the current device's
+    stream then (asked once with the device, then remembered)."""
+    s = cupy.cuda.Stream().use()
+    asked = []
+
+    def old_get_current_stream():
+        asked.append(1)
+        return s
+
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", old_get_current_stream)
+    assert report(cupy.zeros(2)) == s.ptr and report(cupy.zeros(2)) == s.ptr
+    assert asked == [1, 1]
+
+
 def test_a_registered_provider_overrides_the_builtin_one(report, cupy):
     dlx.register_stream_provider(cupy.ndarray, lambda t, i: 0xC0C0)
     a = cupy.zeros(1)
@@ -484,6 +508,24 @@ def test_a_later_argument_refused_leaves_nothing_pending(fx, report, sig):
 
 
 # ---- declared signatures check what the deferred export brought ---------------------------
+
+def test_a_refused_scalar_is_not_taken_for_a_deferred_producer(fx, sig):
+    """A declared scalar refused while converting leaves its slot as the last call left it
+    (here: a deferred producer whose export failed). Only the arguments before it may be
+    taken off the pending count; counting it too wrapped the count below 0, and every call
+    after took the slow path for good."""
+    class Failing(Recorder):
+        def _export(self, **kw):
+            raise BufferError("cannot export now")
+
+    x, y = producer(fx, (CUDA, 0)), producer(fx, (CUDA, 0))
+    for _ in range(3):
+        with pytest.raises(BufferError, match="cannot export now"):
+            sig.fma3(x, y, producer(fx, (CUDA, 0), Failing))
+        with pytest.raises(TypeError, match="'name' must be str"):
+            sig.sizes(producer(fx, (CUDA, 0)), None, 5)
+        assert dlx._core._stats()["stream_pending"] == 0
+
 
 @pytest.fixture(scope="module")
 def sig(build_dir):
