@@ -240,7 +240,7 @@ def doctor():
           "the per-thread default stream (CUDA: cudaStreamPerThread, DLPack stream 2; ROCm: the "
           "default stream, DLPack 0); before that: `with dlx.stream(s)`, the stream of a table "
           "tensor in the same call, a stream provider (built in: cupy.ndarray -> "
-          "cupy.cuda.get_current_stream().ptr)")
+          "cupy.cuda.get_current_stream(device_id).ptr)")
     registered = _core._stream_providers()
     for tp, fn in registered.items():
         print(f"  provider for {tp.__module__}.{tp.__qualname__}: {fn!r}")

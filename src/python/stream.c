@@ -8,7 +8,8 @@
  *              further than its tables: one load.
  *   providers  dlx.register_stream_provider(type, fn): fn(device_type, device_id) -> int,
  *              looked up along the producer type's MRO; built in: CuPy arrays,
- *              cupy.cuda.get_current_stream().ptr, found through sys.modules only (a
+ *              cupy.cuda.get_current_stream(device_id).ptr (CuPy before 13: no
+ *              argument, the current device's), found through sys.modules only (a
  *              CuPy array exists, so CuPy is imported already: dlx never imports it).
  * The decision which source answers is src/core/dlx_stream.c; call.c drives it.
  */
@@ -123,8 +124,10 @@ static PyObject *stream_providers(PyObject *self, PyObject *unused) {
   return registry ? PyDict_Copy(registry) : PyDict_New();
 }
 
-/* CuPy: the module object the cached function came from, and the function. */
+/* CuPy: the module object the cached function came from, and the function; whether it
+ * takes the device (CuPy 13: get_current_stream(device_id=-1); before: no arguments). */
 static PyObject *cupy_module, *cupy_get_stream;
+static int cupy_takes_device;
 
 /* The CuPy module in sys.modules (a new reference), or NULL (none, or an exception). */
 static PyObject *imported_cupy(void) {
@@ -176,6 +179,7 @@ static PyObject *cupy_stream_fn(void) {
     }
     Py_XSETREF(cupy_get_stream, fn);
     Py_XSETREF(cupy_module, Py_NewRef(cupy));
+    cupy_takes_device = 1;
   }
   Py_DECREF(cupy);
   return cupy_get_stream;
@@ -206,8 +210,19 @@ int dlx_stream_provider_find(PyObject *obj, PyObject **fn) {
 int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out) {
   PyObject *r;
   if (fn == CUPY_PROVIDER) {
-    PyObject *get = cupy_stream_fn();
-    PyObject *s = get ? PyObject_CallNoArgs(get) : NULL;
+    /* A reference of our own: the call may run code that replaces the cached function. */
+    PyObject *get = Py_XNewRef(cupy_stream_fn()), *s = NULL;
+    if (!get) return -1;
+    /* The current stream of the array's device, which need not be CuPy's current device. */
+    if (cupy_takes_device) {
+      s = PyObject_CallFunction(get, "i", (int)dev.device_id);
+      if (!s && PyErr_ExceptionMatches(PyExc_TypeError)) { /* an older CuPy: no argument */
+        PyErr_Clear();
+        cupy_takes_device = 0;
+      }
+    }
+    if (!s && !PyErr_Occurred()) s = PyObject_CallNoArgs(get);
+    Py_DECREF(get);
     r = s ? PyObject_GetAttrString(s, "ptr") : NULL;
     Py_XDECREF(s);
     if (!r) return -1;
