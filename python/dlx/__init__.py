@@ -2,7 +2,7 @@
 caller's current stream. User guide: docs/guide.md; the public names are in
 docs/interface.md."""
 import os as _os
-from threading import get_ident as _thread_id
+from threading import local as _thread_local
 
 from . import _core
 from ._core import Kernel, Library, exchange_api, register_provider, register_stream_provider
@@ -74,6 +74,16 @@ def _stream_handle(s):
     return h
 
 
+_stream_entries = _thread_local()  # .stack: [(dlx.stream, handle)] entered on this thread
+
+
+def _stream_stack():
+    stack = getattr(_stream_entries, "stack", None)
+    if stack is None:
+        stack = _stream_entries.stack = []
+    return stack
+
+
 class stream:
     """`with dlx.stream(s):` every kernel call on this thread runs on stream `s`, and
     producers without an exchange table are exported for it (`__dlpack__(stream=...)`).
@@ -81,26 +91,32 @@ class stream:
     `__cuda_stream__`; None changes nothing. Resolved once, on entering; nests; other
     threads do not see it."""
 
-    __slots__ = ("_s", "_saved")
+    __slots__ = ("_s",)
 
     def __init__(self, s):
         self._s = s
-        self._saved = {}  # thread id -> what each entry replaced (the object may be reused)
 
     def __enter__(self):
         if self._s is not None:
-            prev = _core._stream_push(_stream_handle(self._s))
-            self._saved.setdefault(_thread_id(), []).append(prev)
+            h = _stream_handle(self._s)
+            _core._stream_push(h)
+            _stream_stack().append((self, h))
         return self
 
     def __exit__(self, *exc):
+        # Leaving takes this entry off the thread's list wherever it is, and the latest one
+        # left is in force: blocks left out of order (coroutines interleaving on one thread)
+        # leave no stale override behind.
         if self._s is not None:
-            tid = _thread_id()
-            saved = self._saved[tid]
-            prev = saved.pop()
-            if not saved:
-                del self._saved[tid]
-            _core._stream_pop(prev)
+            stack = _stream_stack()
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i][0] is self:
+                    del stack[i]
+                    break
+            else:
+                raise RuntimeError(f"{self!r} left on a thread where it was not entered "
+                                   "(the override belongs to the thread that entered it)")
+            _core._stream_pop(stack[-1][1] if stack else None)
         return False
 
     def __repr__(self):

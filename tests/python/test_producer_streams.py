@@ -367,6 +367,33 @@ def test_override_nests_and_restores(fx, report):
     assert dlx._core._stream_current() is None
 
 
+def test_override_left_out_of_order_leaves_nothing_stale(fx, report):
+    """Coroutines interleaving on one thread leave their blocks out of order: what is in
+    force is the latest block still entered, and once all are left, none."""
+    p = producer(fx, (CUDA, 0))
+    a, b = dlx.stream(0xA000), dlx.stream(0xB000)
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)  # task A leaves first
+    assert report(p) == 0xB000
+    b.__exit__(None, None, None)
+    assert report(p) == PER_THREAD
+    assert dlx._core._stream_current() is None
+
+
+def test_override_left_on_another_thread_is_refused(fx):
+    s = dlx.stream(0xA000)
+    s.__enter__()
+    seen = []
+    th = threading.Thread(target=lambda: seen.append(pytest.raises(RuntimeError, s.__exit__,
+                                                                   None, None, None)))
+    th.start()
+    th.join()
+    assert len(seen) == 1 and "not entered" in str(seen[0].value)
+    assert dlx._core._stream_current() == 0xA000  # still this thread's
+    s.__exit__(None, None, None)
+
+
 def test_override_is_thread_local(fx, report):
     p = producer(fx, (CUDA, 0))
     inside, checked = threading.Event(), threading.Event()
