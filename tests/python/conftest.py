@@ -64,11 +64,13 @@ def examples():
 
 @pytest.fixture()
 def fx():
-    """The stand-in framework (tests/fixtures/dlx_fixture.c), with its counters reset
+    """The stand-in framework (tests/fixtures/dlx_fixture.c), with its counters and this
+    thread's current streams reset (no test sees another's streams, whatever the order),
     and a check that every export it made was released exactly once."""
     import dlx_fixture
 
     dlx_fixture.reset_stats()
+    dlx_fixture.reset_streams()
     live = dlx_fixture.stats()["live"]
     yield dlx_fixture
     import gc
