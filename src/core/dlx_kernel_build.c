@@ -27,6 +27,12 @@
 #define MAX_RECORD (16u << 20)
 #define MAX_HASHED (256u << 20)
 
+/* A header the compiler did not read, recorded as absent (this digest): a file created
+ * there later would shadow one it did read (an earlier -I folder, the source's folder),
+ * so the warm check must see it appear although every file hashed is unchanged. */
+static const char kAbsent[65] =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
 /* ---- small facts ------------------------------------------------------------- */
 
 int dlx_which(const char *cmd, const char *path_env, char *out, size_t outlen) {
@@ -346,7 +352,10 @@ static int warm(build *b, char *why, size_t whylen) {
   }
   for (size_t i = 0; i < m.n_deps; ++i) {
     char d[65];
-    if (digest_file(m.deps[i].path, d) || strcmp(d, m.deps[i].digest)) {
+    struct stat ast;
+    if (!strcmp(m.deps[i].digest, kAbsent)
+            ? lstat(m.deps[i].path, &ast) == 0 || (errno != ENOENT && errno != ENOTDIR)
+            : digest_file(m.deps[i].path, d) || strcmp(d, m.deps[i].digest)) {
       snprintf(why, whylen, "%s changed", m.deps[i].path);
       goto done;
     }
@@ -420,6 +429,101 @@ static int dep_add(void *p, const char *path) {
   }
   ++d->n;
   return 0;
+}
+
+
+#define MAX_FOLDERS 512
+#define MAX_PROBES 65536
+
+/* The part of `path` below folder `dir`, or NULL. */
+static const char *below(const char *path, const char *dir) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') --n;
+  return n && !strncmp(path, dir, n) && path[n] == '/' ? path + n + 1 : NULL;
+}
+
+static int folder_add(const char **v, char **owned, size_t *n, const char *dir, size_t len) {
+  for (size_t i = 0; i < *n; ++i)
+    if (strlen(v[i]) == len && !strncmp(v[i], dir, len)) return 0;
+  if (*n == MAX_FOLDERS || !len) return 0;
+  owned[*n] = strndup(dir, len);
+  if (!owned[*n]) return -1;
+  v[*n] = owned[*n];
+  ++*n;
+  return 0;
+}
+
+/* Every folder the compiler searches for the user's headers (the sources', each -I, the
+ * folders of headers found in them) crossed with the name each header found there was
+ * included by: the combinations absent now go into the record. */
+static int record_absent(deps *d, const dlx_kernel_build_spec *s) {
+  const char *f[MAX_FOLDERS];
+  char *owned[MAX_FOLDERS];
+  size_t nf = 0, n0 = d->n, probes = 0;
+  int rc = -1;
+  for (size_t i = 0; i < d->b->n; ++i) {
+    const char *slash = strrchr(d->b->src[i], '/');
+    if (slash && folder_add(f, owned, &nf, d->b->src[i], (size_t)(slash - d->b->src[i])))
+      goto done;
+  }
+  if (s->dlx_include_dir &&
+      folder_add(f, owned, &nf, s->dlx_include_dir, strlen(s->dlx_include_dir)))
+    goto done;
+  for (size_t i = 0; i < s->include_dirs.n; ++i)
+    if (folder_add(f, owned, &nf, s->include_dirs.v[i], strlen(s->include_dirs.v[i]))) goto done;
+  for (size_t i = 0; i < s->cflags.n; ++i) { /* -I<dir>, -I <dir>, -iquote <dir> */
+    const char *a = s->cflags.v[i], *dir = NULL;
+    if (!strcmp(a, "-I") || !strcmp(a, "-iquote") || !strcmp(a, "-isystem"))
+      dir = i + 1 < s->cflags.n ? s->cflags.v[++i] : NULL;
+    else if (!strncmp(a, "-I", 2)) dir = a + 2;
+    char abs[PATH_MAX];
+    if (!dir || !dir[0] ||
+        !fits(dir[0] == '/' ? snprintf(abs, sizeof abs, "%s", dir)
+                            : snprintf(abs, sizeof abs, "%s/%s", d->cwd, dir),
+              sizeof abs))
+      continue;
+    if (folder_add(f, owned, &nf, abs, strlen(abs))) goto done;
+  }
+  size_t user = nf;
+  for (size_t i = 0; i < n0; ++i) { /* quoted includes search the includer's folder first */
+    const char *slash = strrchr(d->path[i], '/');
+    for (size_t j = 0; slash && j < user; ++j)
+      if (below(d->path[i], f[j])) {
+        if (folder_add(f, owned, &nf, d->path[i], (size_t)(slash - d->path[i]))) goto done;
+        break;
+      }
+  }
+  for (size_t i = 0; i < n0; ++i)
+    for (size_t j = 0; j < nf; ++j) {
+      const char *rel = below(d->path[i], f[j]);
+      for (size_t k = 0; rel && k < nf && probes < MAX_PROBES; ++k) {
+        char p[PATH_MAX];
+        struct stat st;
+        if (k == j || !fits(snprintf(p, sizeof p, "%s/%s", f[k], rel), sizeof p) ||
+            strchr(p, '\n') || lstat(p, &st) == 0)
+          continue;
+        int seen = 0;
+        for (size_t m = 0; m < d->n && !seen; ++m) seen = !strcmp(p, d->path[m]);
+        if (seen) continue;
+        if (d->n == d->cap) {
+          size_t cap = d->cap * 2;
+          char **np = realloc(d->path, cap * sizeof *np);
+          if (!np) goto done;
+          d->path = np;
+          char(*nd)[65] = realloc(d->digest, cap * sizeof *nd);
+          if (!nd) goto done;
+          d->digest = nd;
+          d->cap = cap;
+        }
+        if (!(d->path[d->n] = strdup(p))) goto done;
+        memcpy(d->digest[d->n++], kAbsent, 65);
+        ++probes;
+      }
+    }
+  rc = 0;
+done:
+  for (size_t i = 0; i < nf; ++i) free(owned[i]);
+  return rc;
 }
 
 static void deps_free(deps *d) {
@@ -606,6 +710,10 @@ static int cold(build *b) {
       goto done;
     }
     free(text);
+  }
+  if (d.n && record_absent(&d, s)) {
+    dlx_set_err(b->err, b->errlen, "out of memory");
+    goto done;
   }
   const char *versions_d[DLX_LANG_COUNT] = {0};
   for (int l = 0; l < DLX_LANG_COUNT; ++l)

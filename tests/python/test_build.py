@@ -334,3 +334,38 @@ def test_waiting_for_a_held_lock_says_so_once_and_gives_up(cache):
     assert "BuildError" in r.stdout and "gave up after 1.5 s" in r.stdout
     assert "DLX_BUILD_TIMEOUT" in r.stdout
     assert not lib.exists()  # it never compiled
+
+
+def test_a_header_newly_shadowing_an_included_one_rebuilds(tmp_path, cache, monkeypatch):
+    """`#include "value.h"` found in the second -I folder; a value.h added later to the
+    first folder (or next to the source) is what the compiler would now read: the warm
+    check must notice although no file it hashed changed."""
+    cc, log = wrapper(tmp_path)
+    monkeypatch.setenv("CC", str(cc))
+    first, second, srcdir = tmp_path / "first", tmp_path / "second", tmp_path / "src"
+    for d in (first, second, srcdir):
+        d.mkdir()
+    (second / "value.h").write_text("#define VALUE 1\n")
+    (second / "outer.h").write_text("#include <sub/deep.h>\n")
+    (second / "sub").mkdir()
+    (second / "sub" / "deep.h").write_text('#include "value.h"\n')
+    src = srcdir / "k.c"
+    src.write_text("#include <dlx/dlx.h>\n#include \"outer.h\"\n"
+                   "DLX_KERNEL(value) { return dlx_return_int(call, VALUE); }\n")
+
+    def value():
+        return dlx.load(dlx.build([src], name="shadow", include_dirs=[first, second])).value()
+
+    assert value() == 1 and value() == 1
+    assert runs(log) == 1
+    (first / "value.h").write_text("#define VALUE 2\n")  # shadows second/value.h
+    assert value() == 2
+    assert runs(log) == 2
+    (first / "sub").mkdir()
+    (first / "sub" / "deep.h").write_text("#define VALUE 3\n")  # shadows second/sub/deep.h
+    assert value() == 3
+    assert runs(log) == 3
+    (srcdir / "outer.h").write_text("#define VALUE 4\n")  # the source's folder comes first
+    assert value() == 4
+    assert runs(log) == 4
+    assert value() == 4 and runs(log) == 4  # and warm again
