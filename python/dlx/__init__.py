@@ -35,7 +35,14 @@ _core.register_lazy_setup("torch", "Tensor", _torch_autosetup)
 def _jax_autosetup():
     import jax
 
-    _core._install_jax(jax.Array)
+    # A JAX without device backends (CPU only) has host arrays only: no device check each.
+    try:
+        from jax.extend.backend import backends
+
+        device_backends = any(platform != "cpu" for platform in backends())
+    except Exception:  # an older or newer JAX: check every array's device
+        device_backends = True
+    _core._install_jax(jax.Array, device_backends)
 
 
 # JAX arrays: dlx's provider (read-only exports, results as jax.Array), installed by the

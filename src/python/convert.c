@@ -266,23 +266,32 @@ static int dlpack_device(PyObject *obj, DLDevice *out) {
 /* A __dlpack__ producer. On a device with streams its export waits until the call's
  * stream is known (DLX_CONVERT_DEFERRED; call.c exports it with dlx_export_deferred):
  * meanwhile the slot's view holds nothing but its device. Host tensors, and producers
- * that cannot say their device, are exported now, without a stream. */
-static int from_dlpack_producer(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
+ * that cannot say their device, are exported now, without a stream.
+ * `jax`: a JAX array, whose type carries dlx's JAX table. That table exports without a
+ * stream (JAX has none to give and must be told the consumer's), so a JAX array waits
+ * like any producer, holding no table (it never picks the call's stream); elsewhere it
+ * goes through the table. JAX arrays are immutable: the wait marks them read-only. */
+static int from_dlpack_producer(PyObject *obj, const DLPackExchangeAPI *jax, dlx_arg *arg,
+                                dlx_slot *slot) {
   DLDevice dev;
   int rc = dlpack_device(obj, &dev);
   if (rc < 0) return fail_arg();
   int64_t unused;
   if (rc == 0 || dlx_stream_dlpack_arg(dev.device_type, 1, &unused) == DLX_DLPACK_NO_STREAM)
-    return from_dlpack(obj, NULL, arg, slot);
+    return jax ? from_table(jax, obj, arg, slot) : from_dlpack(obj, NULL, arg, slot);
   memset(&slot->view, 0, sizeof slot->view);
   slot->view.device = dev;
   arg->value.tensor = &slot->view;
+  arg->readonly = jax != NULL;
   ++dlx_stream_pending; /* the call takes it off again (dlx_stream_settle) */
   return DLX_CONVERT_DEFERRED;
 }
 
 int dlx_export_deferred(PyObject *obj, PyObject *stream, dlx_arg *arg, dlx_slot *slot) {
-  return from_dlpack(obj, stream, arg, slot);
+  int32_t readonly = arg->readonly; /* set while waiting (JAX): the export cannot clear it */
+  int rc = from_dlpack(obj, stream, arg, slot);
+  arg->readonly |= readonly;
+  return rc;
 }
 
 static int from_buffer(PyObject *obj, dlx_arg *arg, dlx_slot *slot) {
@@ -388,6 +397,8 @@ __attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_
       }
       if (rc < 0) return fail_arg();
     }
+    if (__builtin_expect(api == dlx_jax_device_table, 0)) /* JAX: on a device, a producer */
+      return from_dlpack_producer(obj, api, arg, slot);
     return from_table(api, obj, arg, slot);
   }
   /* Subclasses of int and float (IntEnum, numpy.float64) are scalars too. */
@@ -417,7 +428,7 @@ __attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_
       (PyUnicode_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj)))
     return convert_str_or_list(obj, index, arg, slot);
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
-  if (info->source == DLX_SRC_DLPACK) return from_dlpack_producer(obj, arg, slot);
+  if (info->source == DLX_SRC_DLPACK) return from_dlpack_producer(obj, NULL, arg, slot);
   if (info->source == DLX_SRC_BUFFER) return from_buffer(obj, arg, slot);
   arg->kind = DLX_ARG_NONE;
   PyErr_SetString(PyExc_TypeError,

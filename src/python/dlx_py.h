@@ -129,6 +129,10 @@ int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32
 
 /* ---- jax_table.c: dlx's exchange table for jax.Array (module function _install_jax) ---- */
 int dlx_jax_init(PyObject *module);
+/* The table _install_jax registers, once a JAX with device backends was seen (else NULL):
+ * convert.c sends a JAX array on a device with streams down the __dlpack__ producer path
+ * instead (the table cannot pass a stream). */
+extern const DLPackExchangeAPI *dlx_jax_device_table;
 
 /* One argument slot: what must be released after the kernel. */
 typedef struct dlx_slot {

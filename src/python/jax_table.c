@@ -10,7 +10,9 @@
  *   import   jax.dlpack.from_dlpack(host array): dlx's numpy table turns the tensor
  *            into an ndarray first (JAX takes objects, not capsules)
  *   allocate host memory through dlx's numpy table (JAX on the CPU)
- *   stream   none: JAX exposes no per-thread stream to ask
+ *   stream   none: JAX exposes no current stream to ask. So this table serves host
+ *            arrays only: a JAX array on a device with streams is exported like any
+ *            __dlpack__ producer, with the call's stream (convert.c, dlx_jax_device_table)
  * Registered lazily (python/dlx/__init__.py): the first jax.Array that reaches a call
  * installs it, so `import dlx` never imports jax.
  */
@@ -118,9 +120,16 @@ static const DLPackExchangeAPI jax_api = {
     .current_work_stream = jax_stream,
 };
 
-/* _install_jax(jax.Array): register the provider for that type and its subclasses. */
-static PyObject *install_jax(PyObject *self, PyObject *type) {
+const DLPackExchangeAPI *dlx_jax_device_table;
+
+/* _install_jax(jax.Array, device_backends=True): register the provider for that type and
+ * its subclasses. Without device backends (a CPU-only JAX) every array is in host memory:
+ * convert.c then skips the device check. Once some JAX had them, the check stays. */
+static PyObject *install_jax(PyObject *self, PyObject *args) {
   (void)self;
+  PyObject *type;
+  int device_backends = 1;
+  if (!PyArg_ParseTuple(args, "O|p:_install_jax", &type, &device_backends)) return NULL;
   if (!PyType_Check(type)) {
     PyErr_Format(PyExc_TypeError, "_install_jax: expected jax.Array, got %.100s",
                  Py_TYPE(type)->tp_name);
@@ -131,12 +140,13 @@ static PyObject *install_jax(PyObject *self, PyObject *type) {
   int rc = dlx_register_provider((PyTypeObject *)type, capsule, NULL);
   Py_DECREF(capsule);
   if (rc) return NULL;
+  if (device_backends) dlx_jax_device_table = &jax_api;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef jax_methods[] = {
-    {"_install_jax", install_jax, METH_O,
-     "_install_jax(jax.Array): dlx's exchange table for JAX arrays (read-only exports, "
+    {"_install_jax", install_jax, METH_VARARGS,
+     "_install_jax(jax.Array, device_backends=True): dlx's exchange table for JAX arrays (read-only exports, "
      "results as jax.Array)"},
     {NULL, NULL, 0, NULL}};
 

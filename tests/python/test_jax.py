@@ -75,3 +75,17 @@ def test_jax_array_without_dlpack_protocol_errors_clearly(kernels):
     with pytest.raises(TypeError, match="argument 0"):
         jax.jit(lambda v: kernels.sum(v))(jnp.ones(2))
 
+
+
+def test_cpu_arrays_keep_the_table_path_when_streams_are_decided(kernels):
+    """A host JAX array goes through dlx's JAX table also in a call whose stream is being
+    decided (an override in force): read-only, and the new result is a jax.Array. On a
+    device a JAX array is exported with the call's stream instead (no GPU here:
+    test_producer_streams.py, test_jax_device_array_*)."""
+    x = jnp.ones(2, dtype=jnp.float32)
+    assert int(x.__dlpack_device__()[0]) == 1  # kDLCPU
+    with dlx.stream(0x4000):
+        assert kernels.is_readonly(x) == 1
+        r = kernels.arange(3, x)
+    assert isinstance(r, jax.Array) and r.tolist() == [0.0, 1.0, 2.0]
+    assert dlx._core._stats()["stream_pending"] == 0

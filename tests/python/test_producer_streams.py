@@ -588,3 +588,51 @@ def test_doctor_names_the_default_stream_of_dlpack_producers():
                      env={"DLX_DISABLE_TORCH_ADDON": "1"}).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("streams for __dlpack__"))
     assert "per-thread default" in line and "2" in line
+
+
+# ---- dlx's JAX table: a JAX array on a device is a producer like any other ------------
+
+@pytest.fixture()
+def jax_like():
+    """A producer type carrying dlx's JAX table, as jax.Array does once dlx has seen one:
+    the routing a JAX GPU array takes (its __dlpack_device__ decides), without JAX or a
+    GPU. A fresh type per test, so the table stays registered for that type only."""
+    class JaxLike(Recorder):
+        pass
+
+    dlx._core._install_jax(JaxLike)
+    assert dlx.exchange_api(JaxLike) is not None
+    return JaxLike
+
+
+def test_jax_device_array_is_exported_with_the_calls_stream(fx, report, kernels, jax_like):
+    p = producer(fx, (CUDA, 0), jax_like)
+    assert report(p) == PER_THREAD  # it supplies no stream: the per-thread default
+    assert p.calls == [{"stream": PER_THREAD, "max_version": (1, 3)}]
+    assert kernels.is_readonly(p) == 1  # JAX arrays are immutable, also exported this way
+    with pytest.raises(ValueError, match="read-only"):
+        kernels.fill(p, 9.0)
+    assert p.t.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("jax_first", [True, False])
+def test_jax_device_array_takes_the_table_tensors_stream(fx, report, jax_like, jax_first):
+    t = fx.tensor((2,), device=(CUDA, 0))
+    p = producer(fx, (CUDA, 0), jax_like)
+    fx.set_stream(CUDA, 0, 0x9900)
+    assert report(*((p, t) if jax_first else (t, p))) == 0x9900  # torch's, not legacy
+    assert p.streams == [0x9900]
+
+
+def test_jax_device_array_uses_a_registered_provider(fx, report, jax_like):
+    dlx.register_stream_provider(jax_like, lambda device_type, device_id: 0x5500)
+    p = producer(fx, (CUDA, 1), jax_like)
+    assert report(p) == 0x5500 and p.streams == [0x5500]
+
+
+def test_jax_host_array_goes_through_the_table(fx, report, kernels, jax_like):
+    p = producer(fx, (CPU, 0), jax_like)
+    assert kernels.sum(p) == 3.0 and report(p) == 0
+    assert kernels.is_readonly(p) == 1  # the table's flag (the tensor itself is writable)
+    assert kernels.is_readonly(producer(fx, (CPU, 0))) == 0
+    assert p.calls == [{"max_version": (1, 3)}] * 3
