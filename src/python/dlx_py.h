@@ -117,6 +117,8 @@ const DLPackExchangeAPI *dlx_table_from_capsule(PyObject *capsule, const char *w
 /* Register a provider table for a type that cannot carry the attribute;
  * `view` is optional (dlx's own providers). */
 int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_fn view);
+/* current_work_stream for dlx's own tables of host-only frameworks (numpy, JAX): NULL, no stream */
+int dlx_no_stream(DLDeviceType device_type, int32_t device_id, void **out);
 PyObject *dlx_table_capsule(const DLPackExchangeAPI *api);
 extern unsigned long long dlx_stat_type_lookups; /* cache misses, for tests */
 

@@ -104,20 +104,13 @@ static int jax_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
   return np->managed_tensor_allocator(proto, out, ctx, SetError);
 }
 
-static int jax_stream(DLDeviceType device_type, int32_t device_id, void **out) {
-  (void)device_type;
-  (void)device_id;
-  *out = NULL; /* JAX has no current stream to ask; its CPU arrays need none */
-  return 0;
-}
-
 static const DLPackExchangeAPI jax_api = {
     .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
     .managed_tensor_allocator = jax_alloc,
     .managed_tensor_from_py_object_no_sync = jax_from_py,
     .managed_tensor_to_py_object_no_sync = jax_to_py,
     .dltensor_from_py_object_no_sync = NULL,
-    .current_work_stream = jax_stream,
+    .current_work_stream = dlx_no_stream, /* JAX has no current stream to ask */
 };
 
 const DLPackExchangeAPI *dlx_jax_device_table;

@@ -379,20 +379,13 @@ static int np_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
   return rc;
 }
 
-static int np_stream(DLDeviceType device_type, int32_t device_id, void **out) {
-  (void)device_type;
-  (void)device_id;
-  *out = NULL; /* numpy is host-only: there is no stream */
-  return 0;
-}
-
 static const DLPackExchangeAPI numpy_api = {
     .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
     .managed_tensor_allocator = np_alloc,
     .managed_tensor_from_py_object_no_sync = np_from_py,
     .managed_tensor_to_py_object_no_sync = np_to_py,
     .dltensor_from_py_object_no_sync = NULL,
-    .current_work_stream = np_stream,
+    .current_work_stream = dlx_no_stream, /* host-only */
 };
 
 const DLPackExchangeAPI *dlx_numpy_table(void) {

@@ -322,6 +322,14 @@ static PyObject *register_lazy_setup(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* current_work_stream of dlx's own tables for frameworks with no stream to ask (numpy, JAX) */
+int dlx_no_stream(DLDeviceType device_type, int32_t device_id, void **out) {
+  (void)device_type;
+  (void)device_id;
+  *out = NULL;
+  return 0;
+}
+
 static PyMethodDef table_methods[] = {
     {"register_lazy_setup", register_lazy_setup, METH_VARARGS,
      "register_lazy_setup(module, type_name, callback): call callback() once, the first time "
