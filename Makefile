@@ -70,8 +70,12 @@ bench: build build-venv
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
 # Debian's interpreter (torch 1.13 addon, numpy 1.24) and the venv (torch 2.13, numpy 2, tvm-ffi).
+# nanobind is pinned in the venv; Debian's interpreter, which gets no pip packages, compiles
+# the venv's copy of its headers and sources (expanded after build-venv has made it).
+VENV_NANOBIND = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python*/site-packages/nanobind))
 bench-ir: build build-venv
-	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))
+	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX)) \
+	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND))
 	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV))
 
 # ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the

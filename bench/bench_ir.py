@@ -4,7 +4,8 @@ bindings a user would compare it with, all in one process, on the same objects.
     python bench/bench_ir.py [--out DIR]
 
 Builds (into DIR, default build/bench-ir/<interpreter tag>) a C driver module, dlx's
-`touch` kernel and the peers this interpreter can build, then runs one child process
+`touch` kernel and the peers this interpreter can build (nanobind from its own package's
+sources, or those of --nanobind DIR), then runs one child process
 under `valgrind --tool=callgrind`. Each row is a loop of PyObject_Vectorcall calls that
 alone is counted (bench/ir/driver.c); the dumps are read back into the table. Every
 callable does the same work per tensor: read the data pointer, ndim and shape[0].
@@ -64,7 +65,54 @@ def torch_flags():
                 flags=[f"-D_GLIBCXX_USE_CXX11_ABI={abi}"])
 
 
-def build_all(out):
+def nanobind_root(given=None):
+    """nanobind's package folder (include/, src/, ext/): this interpreter's nanobind, else
+    `given` (--nanobind; make bench-ir passes the venv's to Debian's interpreter, which gets
+    no pip packages: nanobind's headers and sources do not depend on the interpreter)."""
+    try:
+        import nanobind
+
+        return os.path.dirname(os.path.abspath(nanobind.__file__))
+    except ImportError:
+        if not given:
+            raise ImportError("nanobind is not installed for this interpreter and no "
+                              "--nanobind DIR was given") from None
+    if not os.path.isfile(os.path.join(given, "src", "nb_combined.cpp")):
+        raise ImportError(f"--nanobind {given}: not nanobind's package folder (no "
+                          "src/nb_combined.cpp)")
+    return given
+
+
+def nanobind_note(root):
+    """What the nanobind column ran: nanobind's version and sources, and how nb::ndarray<>
+    got each framework's objects (nanobind's ndarray_import, for a writable ndarray: the
+    type's __dlpack__ asked for a versioned capsule, once more without max_version where
+    that raises TypeError, the buffer protocol only where both fail)."""
+    with open(os.path.join(root, "__init__.py")) as f:
+        version = re.search(r'__version__ = "([^"]+)"', f.read())
+    lines = [f"nanobind {version.group(1) if version else '?'} (linked, from {root}): "
+             "nb::ndarray<> imports each object through DLPack:"]
+    import numpy as np
+
+    objs = {f"numpy {np.__version__}": np.ones(16, np.float32)}
+    try:
+        import torch
+
+        objs[f"torch {torch.__version__}"] = torch.ones(16)
+    except ImportError:
+        pass
+    for name, obj in objs.items():
+        try:
+            obj.__dlpack__(max_version=(1, 0))
+            how = "__dlpack__(max_version=(1, 0)), a versioned capsule"
+        except TypeError:
+            how = ("__dlpack__(max_version=(1, 0)) raises TypeError, then __dlpack__(), an "
+                   "unversioned capsule: two calls per object")
+        lines.append(f"    {name}: {how}")
+    return lines
+
+
+def build_all(out, nanobind_dir=None):
     """Everything the child imports; returns {peer: reason} for what could not be built."""
     import numpy as np
 
@@ -105,14 +153,25 @@ def build_all(out):
                        cxx=True, **f)
 
     def nanobind():
-        import nanobind as nb
-
-        src = nb.source_dir()
-        compile_module(out, "dlx_peer_nanobind",
-                       [os.path.join(IR, "peer_nanobind.cc"), os.path.join(src, "nb_combined.cpp")],
-                       cxx=True, flags=["-fvisibility=hidden", "-DNDEBUG", "-fno-strict-aliasing"],
-                       includes=[nb.include_dir(), os.path.join(src, "..", "ext", "robin_map",
-                                                                "include")])
+        # As nanobind's CMake builds a module (nanobind_add_module, linked mode, Release) but
+        # at -O2 like the other peers: libnanobind's sources (nb_combined.cpp) with NB_BUILD,
+        # then the peer, which must not see NB_BUILD, linked with it into one module.
+        root = nanobind_root(nanobind_dir)
+        inc = [os.path.join(root, "include"), os.path.join(root, "ext", "robin_map", "include")]
+        common = ["-fvisibility=hidden", "-DNDEBUG", "-fno-stack-protector"]
+        lib = os.path.join(out, "libnanobind.o")
+        deps = glob.glob(os.path.join(root, "src", "*")) + [os.path.join(root, "__init__.py")]
+        if _stale(lib, deps + [__file__]):
+            cxx = os.environ.get("CXX", "c++")
+            subprocess.run([cxx, "-O2", "-std=c++17", "-fPIC", "-w", "-c", "-DNB_BUILD",
+                            "-DNB_COMPACT_ASSERTIONS", "-fno-strict-aliasing"] + common +
+                           ["-I" + sysconfig.get_paths()["include"]] + ["-I" + i for i in inc] +
+                           [os.path.join(root, "src", "nb_combined.cpp"), "-o", lib + ".tmp"],
+                           check=True)
+            os.replace(lib + ".tmp", lib)
+        compile_module(out, "dlx_peer_nanobind", [os.path.join(IR, "peer_nanobind.cc"), lib],
+                       cxx=True, includes=inc, flags=common,
+                       extra_deps=[os.path.join(root, "__init__.py")])
 
     def tvmffi():
         import tvm_ffi.libinfo as li
@@ -271,7 +330,7 @@ def nobj(kind):
     return int(m.group(1)) if m else 0
 
 
-def report(counts, pending, out):
+def report(counts, pending, out, notes=()):
     per = {}
     for key, total in counts.items():
         impl, kind = key.split("|")
@@ -284,6 +343,8 @@ def report(counts, pending, out):
           f"counted), {sys.executable}")
     for peer, why in pending.items():
         print(f"  pending {peer}: {why}")
+    for line in notes:
+        print(f"  {line}")
     impls = ["dlx", "C-API", "pybind11", "nanobind", "tvm-ffi"]
     kinds = sorted({k for (i, k) in per if i == "bare"},
                    key=lambda k: (ORDER.index(re.sub(r"[0-9]+$", "", k)), nobj(k)))
@@ -337,6 +398,8 @@ def main(argv=None):
     ap.add_argument("--out", help="build and dump folder")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--report", action="store_true", help="print the table of the last run")
+    ap.add_argument("--nanobind", metavar="DIR",
+                    help="nanobind's package folder, for an interpreter without nanobind")
     a = ap.parse_args(argv)
     tag = os.path.basename(sys.prefix)  # the Makefile names the folder the same way
     out = os.path.abspath(a.out or os.path.join("build", "bench-ir", tag))
@@ -350,7 +413,8 @@ def main(argv=None):
     if a.report:
         report(read_dumps(dumps), {}, out)
         return 0
-    pending = build_all(out)
+    pending = build_all(out, a.nanobind)
+    notes = [] if "nanobind" in pending else nanobind_note(nanobind_root(a.nanobind))
     try:
         import torch  # noqa: F401
 
@@ -368,7 +432,7 @@ def main(argv=None):
     if r.returncode:
         print(r.stderr[-4000:], file=sys.stderr)
         return r.returncode
-    report(read_dumps(dumps), pending, out)
+    report(read_dumps(dumps), pending, out, notes)
     return 0
 
 

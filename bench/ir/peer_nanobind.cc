@@ -1,5 +1,6 @@
 // peer_nanobind.cc - the nanobind peer: touch{k} takes k nb::ndarray<> (numpy arrays and
-// torch tensors alike), each reading data pointer, ndim and shape[0].
+// torch tensors alike, each imported through its __dlpack__), each reading data pointer,
+// ndim and shape[0]. bench/bench_ir.py builds it with nanobind's sources into one module.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
