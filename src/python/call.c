@@ -12,9 +12,10 @@
  * call starts with "<kernel>(): ".
  *
  * Unsigned and signed kernels have loops of their own (call_unsigned, call_signed), so
- * that the unsigned one pays nothing for signatures; both take exact floats, small ints
- * and numpy arrays of a type the cache vouched for earlier in the call in line, and hand
- * everything else to dlx_convert_arg. What follows the loop is shared (run_call).
+ * that the unsigned one pays nothing for signatures; both take exact floats and small
+ * ints in line, and every other object through one conversion (convert_object: numpy
+ * arrays and table views in line, the rest by dlx_convert_arg). What follows the loop is
+ * shared (run_call).
  */
 #include <string.h>
 
@@ -39,13 +40,15 @@ typedef struct result {
 typedef struct call_state {
   dlx_call pub;
   const dlx_kernel_info *k;
+  /* Zeroed by state_init, adjacent so that the compiler clears them in two stores. */
   int failed;                         /* a Python exception is pending (or carried, below) */
   int released;                       /* the GIL is released (nogil): services take it */
   int prefixed;                       /* ... and its message names the kernel already */
-  int32_t nresults, max_results;
-  int32_t nowners;                    /* slots to release after the call: owners[] */
   int flags;                          /* DLX_CONVERT_* of the arguments dlx_convert_arg took */
+  int32_t nresults;
+  int32_t nowners;                    /* slots to release after the call: owners[] */
   dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
+  int32_t max_results;
   /* nogil: an exception a service raised, on whichever thread called it, carried to the
    * calling thread (a worker's thread state may not outlive the service) */
   PyObject *exc_type, *exc_value, *exc_tb;
@@ -706,12 +709,10 @@ static inline void state_init(call_state *st, const dlx_kernel_info *k, int32_t 
   st->pub = (dlx_call){.rt = &runtime, .args = st->argv, .num_args = nargs,
                        .device = {kDLCPU, 0}, .stream = NULL};
   st->k = k;
-  st->failed = st->released = st->prefixed = 0;
-  st->nresults = 0;
-  st->max_results = max_results;
-  st->nowners = 0;
-  st->flags = 0;
+  st->failed = st->released = st->prefixed = st->flags = 0;
+  st->nresults = st->nowners = 0;
   st->binds = NULL;
+  st->max_results = max_results;
 }
 
 /* Release what the call still holds: every owning slot, results not handed out. Deleters
@@ -869,34 +870,60 @@ static inline int numpy_vouched(const dlx_type_info *info, PyObject *obj,
   return 1;
 }
 
+/* An ndarray type the cache vouched for in this call, since when nothing but dlx's own
+ * code ran (no table, no Python code could have replaced its table): its next arrays are
+ * viewed in line without a cache lookup. */
+typedef struct vouched {
+  PyTypeObject *type;
+  const DLPackExchangeAPI *api; /* its table */
+} vouched;
+
+/* Argument i, an object the loop did not take in line as a scalar, into its slot by the
+ * quickest path that gives what dlx_convert_arg gives: DLX_CONVERT_NUMPY for an ndarray
+ * (host memory, owns nothing), else dlx_convert_arg's result (-1 with an exception; the
+ * slot is the caller's to release then). Both loops share it. */
+static inline __attribute__((always_inline)) int convert_object(call_state *st, int32_t i,
+                                                                PyObject *obj, PyTypeObject *tp,
+                                                                vouched *np) {
+  dlx_arg *a = &st->argv[i];
+  dlx_slot *slot = &st->slots[i];
+  if (tp == np->type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
+    a->kind = DLX_ARG_TENSOR;
+    a->value.tensor = &slot->view;
+    slot->api = np->api;
+    return DLX_CONVERT_NUMPY;
+  }
+  const dlx_type_info *info = dlx_type_info_hit(tp);
+  if (info && info->view) {
+    np->type = NULL; /* the table's code runs */
+    return dlx_convert_view(info, obj, a, slot);
+  }
+  if (info && numpy_vouched(info, obj, a, slot)) {
+    np->type = tp;
+    np->api = info->api;
+    return DLX_CONVERT_NUMPY;
+  }
+  int rc = dlx_convert_arg(obj, i, a, slot);
+  np->type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
+  np->api = slot->api;
+  return rc;
+}
+
 /* Kernels without a signature: positional arguments, each converted by what it is. */
 static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
                                int32_t nargs) {
   call_state st; /* field by field (state_init): an initializer would zero it all */
   state_init(&st, k, nargs, MAX_RESULTS);
   int32_t device_arg = -1;
-  /* An ndarray type the cache vouched for in this call, since when nothing but dlx's own
-   * code ran (no table, no Python code could have replaced its table): its next arrays
-   * are viewed in line. */
-  PyTypeObject *np_type = NULL;
-  const DLPackExchangeAPI *np_api = NULL; /* its table */
+  vouched np = {NULL, NULL};
   dlx_call_enter(); /* tables this call uses stay alive until it leaves */
   for (int32_t i = 0; i < nargs; ++i) {
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st.argv[i];
-    dlx_slot *slot = &st.slots[i];
-    const dlx_type_info *info;
-    int rc;
     if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
       a->kind = DLX_ARG_INT;
       a->readonly = 0;
-      continue;
-    }
-    if (tp == np_type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
-      a->kind = DLX_ARG_TENSOR;
-      a->value.tensor = &slot->view;
-      slot->api = np_api;
       continue;
     }
     if (tp == &PyFloat_Type) {
@@ -905,18 +932,8 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
       a->value.f = PyFloat_AS_DOUBLE(obj);
       continue;
     }
-    if ((info = dlx_type_info_hit(tp)) && info->view) {
-      rc = dlx_convert_view(info, obj, a, slot);
-      np_type = NULL; /* the table's code ran */
-    } else if (info && numpy_vouched(info, obj, a, slot)) {
-      np_type = tp;
-      np_api = info->api;
-      continue;
-    } else {
-      rc = dlx_convert_arg(obj, i, a, slot);
-      np_type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
-      np_api = slot->api;
-    }
+    int rc = convert_object(&st, i, obj, tp, &np);
+    if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
       if (rc < 0) return convert_failed(&st, i, obj);
       st.flags |= rc;
@@ -945,8 +962,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
   dlx_sig_bindings_init(&binds, sig);
   st.binds = &binds;
   int32_t device_arg = -1;
-  PyTypeObject *np_type = NULL; /* as in call_unsigned */
-  const DLPackExchangeAPI *np_api = NULL;
+  vouched npv = {NULL, NULL};
   dlx_call_enter();
   const dlx_sig_quick *q = k->quick;
   for (int32_t i = 0; i < np; ++i, ++q) {
@@ -971,41 +987,25 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st.owners[st.nowners++] = i;
       continue;
     }
-    int on_cpu = 1;   /* numpy's views are host memory: no device to look at */
-    int deferred = 0; /* checked once exported (finish_streams) */
-    if (tp == np_type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
-      a->kind = DLX_ARG_TENSOR;
-      a->value.tensor = &slot->view;
-      slot->api = np_api;
-    } else {
-      const dlx_type_info *info = dlx_type_info_hit(tp);
-      int rc = 0;
-      on_cpu = 0;
-      if (info && info->view) {
-        rc = dlx_convert_view(info, obj, a, slot);
-        np_type = NULL; /* the table's code ran */
-      } else if (info && numpy_vouched(info, obj, a, slot)) {
-        np_type = tp;
-        np_api = info->api;
-        on_cpu = 1;
-      } else {
-        rc = dlx_convert_arg(obj, i, a, slot);
-        np_type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
-        np_api = slot->api;
-      }
-      if (rc < 0) return convert_failed(&st, i, obj);
-      st.flags |= rc;
-      deferred = rc & DLX_CONVERT_DEFERRED;
-      if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    int rc = convert_object(&st, i, obj, tp, &npv);
+    if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
+      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds), 0) &&
+          check_declared(k, i, obj, a, slot, &binds))
+        return param_refused(&st, i);
+      continue;
     }
-    /* the full check also refuses what is no tensor (a scalar, a list: released there) */
-    if (__builtin_expect(!deferred && (a->kind != DLX_ARG_TENSOR ||
-                                       dlx_sig_check_quick(q, i, a->value.tensor, a->readonly,
-                                                           &binds)),
+    if (rc < 0) return convert_failed(&st, i, obj);
+    st.flags |= rc;
+    if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    /* A deferred producer is checked once exported (finish_streams). The full check also
+     * refuses what is no tensor (a scalar, a list: released there). */
+    if (!(rc & DLX_CONVERT_DEFERRED) &&
+        __builtin_expect(a->kind != DLX_ARG_TENSOR ||
+                             dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds),
                          0) &&
         check_declared(k, i, obj, a, slot, &binds))
       return param_refused(&st, i);
-    if (!on_cpu && tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
+    if (tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
   }
   return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);
 }

@@ -43,7 +43,8 @@ typedef int (*dlx_scratch_view_fn)(PyObject *obj, DLTensor *out, int64_t *scratc
 
 /* What dlx knows about one type; cached, keyed by the type and its version tag. */
 typedef struct dlx_type_info {
-  PyTypeObject *type;
+  /* One cache line per entry: the slot of a type is then a shift, not a multiply. */
+  _Alignas(64) PyTypeObject *type;
   unsigned int version_tag;     /* tp_version_tag when cached; a change invalidates */
   unsigned int meta_version_tag; /* the metaclass's: type attributes are found there too */
   unsigned int generation;      /* provider-registry generation when cached */
