@@ -3,8 +3,18 @@
  *
  * A library's kernels are the symbols DLX_KERNEL exported a registration record
  * for (listed from the ELF dynamic symbol table, then checked record by record),
- * so no symbol with another signature can ever be called. Kernels are bound as
- * instance attributes at load time: `lib.saxpy` is a plain dict hit.
+ * so no symbol with another signature can ever be called.
+ *
+ * Each loaded library is an instance of a type of its own, a subclass of dlx.Library made
+ * at load with one slot (`__slots__`: a T_OBJECT_EX member) per kernel, so that `lib.k` is
+ * a slot read: CPython 3.12+ specializes `lib.k(...)` to LOAD_ATTR_SLOT, about what a
+ * module function costs; the helpful AttributeError for a missing name comes from
+ * `__getattr__`, which 3.12+ specializes around. 3.11 specializes no lookup on a type
+ * with its own tp_getattro or `__getattr__` (and LOAD_METHOD, which `lib.k(...)` compiles
+ * to, not slots at all), so there the type has a tp_getattro that remembers, by name
+ * pointer, where a name's slot is: `lib.k` is a pointer compare and a load. A kernel named
+ * like an attribute of dlx.Library (`path`, `kernels`) or starting with "__" gets no slot:
+ * it is an entry of the instance dict, which the type's attributes take precedence over.
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -31,17 +41,23 @@ typedef struct {
   dlx_sig_quick *quick; /* nparams quick checks of the plan */
 } KernelObject;
 
+/* 3.11 cannot specialize `lib.k` on a type with a `__getattr__` (it needs tp_getattro to
+ * be PyObject_GenericGetAttr, and then no helpful message is possible): a tp_getattro of
+ * our own serves the names it has seen. 3.12+ specializes slots next to `__getattr__`. */
+#define DLX_LIB_HITS (PY_VERSION_HEX < 0x030C0000)
+
 typedef struct {
   PyObject_HEAD
-  PyObject *dict;
+  PyObject *dict;    /* set attributes, and kernels named like a Library attribute */
   PyObject *path;
   PyObject *kernels; /* tuple of names */
   void *handle;
-  int shadowed; /* a kernel is named like a data descriptor of the type (`path`) */
-  /* The last names looked up, by name pointer (code's attribute names are interned
-   * objects): `lib.NAME` is a pointer compare. Holds references; emptied whenever an
-   * attribute is set or deleted (tp_setattro: the dict is not otherwise reachable). */
-  struct { PyObject *name, *value; } hits[8];
+#if DLX_LIB_HITS
+  /* The slots of the last names looked up, by name pointer (code's attribute names are
+   * interned objects). The slot is read each time, so a set or deleted kernel is seen. */
+  struct { PyObject *name, **slot; } hits[8];
+#endif
+  /* then the kernels' slots, laid out by the library's own type */
 } LibraryObject;
 
 static PyTypeObject KernelType, LibraryType;
@@ -286,15 +302,16 @@ static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
 }
 
 typedef struct {
-  LibraryObject *lib;
-  PyObject *names;
+  void *handle;
+  PyObject *path;
+  PyObject *found; /* name -> Kernel */
   int failed;
 } collect_ctx;
 
 static void collect(void *vctx, const char *sym) {
   collect_ctx *c = vctx;
   if (c->failed) return;
-  const dlx_kernel_record *r = record_of(c->lib->handle, sym);
+  const dlx_kernel_record *r = record_of(c->handle, sym);
   if (!r) return;
   /* A newer minor may read runtime fields this dlx lacks: refused too. */
   if (DLX_ABI_MAJOR(r->abi_version) != DLX_ABI_MAJOR(DLX_ABI_VERSION) ||
@@ -302,7 +319,7 @@ static void collect(void *vctx, const char *sym) {
     PyErr_Format(PyExc_ImportError,
                  "kernel '%s' in %U was built for dlx ABI %u.%u, this dlx is ABI %u.%u "
                  "(rebuild the kernel against this dlx's headers, or upgrade dlx)",
-                 r->name, c->lib->path, DLX_ABI_MAJOR(r->abi_version),
+                 r->name, c->path, DLX_ABI_MAJOR(r->abi_version),
                  DLX_ABI_MINOR(r->abi_version), DLX_ABI_MAJOR(DLX_ABI_VERSION),
                  DLX_ABI_MINOR(DLX_ABI_VERSION));
     c->failed = 1;
@@ -316,7 +333,7 @@ static void collect(void *vctx, const char *sym) {
     k->quick = NULL;
     memset(&k->info, 0, sizeof k->info);
   }
-  /* Interned: `lib.NAME` in code is an interned string, so the dict hit is a pointer compare. */
+  /* Interned: `lib.NAME` in code is an interned string, so a lookup is a pointer compare. */
   PyObject *name = PyUnicode_InternFromString(r->name);
   if (!k || !name) {
     Py_XDECREF(k);
@@ -327,18 +344,10 @@ static void collect(void *vctx, const char *sym) {
   k->vectorcall = kernel_vectorcall;
   k->info.fn = r->fn;
   k->info.name = r->name;
-  k->path = Py_NewRef(c->lib->path);
-  PyObject *descr = _PyType_Lookup(&LibraryType, name); /* borrowed; the type never changes */
-  if (descr && Py_TYPE(descr)->tp_descr_set) c->lib->shadowed = 1;
+  k->path = Py_NewRef(c->path);
   /* The record's signature field exists from ABI 1.1 on. */
   const char *sig = DLX_ABI_MINOR(r->abi_version) >= 1 ? r->signature : NULL;
-  if (bind_signature(k, sig, c->lib->path)) {
-    Py_DECREF(k);
-    Py_DECREF(name);
-    c->failed = 1;
-    return;
-  }
-  if (PyDict_SetItem(c->lib->dict, name, (PyObject *)k) || PyList_Append(c->names, name))
+  if (bind_signature(k, sig, c->path) || PyDict_SetItem(c->found, name, (PyObject *)k))
     c->failed = 1;
   Py_DECREF(k);
   Py_DECREF(name);
@@ -349,63 +358,97 @@ static void ignore(void *ctx, const char *sym) {
   (void)sym;
 }
 
+/* A kernel named like an attribute of dlx.Library (or its base) keeps that attribute's
+ * meaning, as an instance attribute would: it gets no slot. "__x" would be mangled as a
+ * slot name ("_Library__x"), so such names get none either. */
+static int gets_slot(PyObject *name) {
+  return !_PyType_Lookup(&LibraryType, name) &&
+         !(PyUnicode_GET_LENGTH(name) >= 2 && PyUnicode_READ_CHAR(name, 0) == '_' &&
+           PyUnicode_READ_CHAR(name, 1) == '_');
+}
+
+/* The library's own type: a subclass of dlx.Library named like it, with a slot per kernel
+ * in `slotted` (sorted). Made by calling `type` so that the type machinery lays out the
+ * slots and sets the instance's traverse, clear and dealloc (which also visit, clear and
+ * release the slots and the type), and on 3.12+ makes `__getattr__` the fallback. Made
+ * immutable once built: the 3.11 lookup relies on the slots staying where they are. */
+static PyTypeObject *library_type(PyObject *slotted) {
+  PyObject *ns = Py_BuildValue("{s:O,s:s,s:s,s:s}", "__slots__", slotted, "__module__", "dlx",
+                               "__qualname__", "Library", "__doc__", LibraryType.tp_doc);
+  if (!ns) return NULL;
+  PyObject *t = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O)O", "Library",
+                                      (PyObject *)&LibraryType, ns);
+  Py_DECREF(ns);
+  if (t) ((PyTypeObject *)t)->tp_flags |= Py_TPFLAGS_IMMUTABLETYPE;
+  return (PyTypeObject *)t;
+}
+
 /* The library at `path` (read for its kernel records, and dlopen'ed unless `fd` >= 0:
  * then loaded through that descriptor, whose file `path` names, by dlx_cache_dlopen),
  * shown as `shown`. */
 static PyObject *load_at(const char *path, int *fd, PyObject *shown) {
-  char via[64];
-  LibraryObject *lib = PyObject_GC_New(LibraryObject, &LibraryType);
-  if (!lib) goto fail;
-  lib->dict = PyDict_New();
-  lib->path = Py_NewRef(shown);
-  lib->kernels = NULL;
-  lib->handle = NULL;
-  lib->shadowed = 0;
-  memset(lib->hits, 0, sizeof lib->hits);
-  PyObject_GC_Track(lib);
-  if (!lib->dict || !lib->path) goto fail;
-  char err[256];
+  char via[64], err[256];
+  void *handle = NULL;
+  PyObject *names = NULL, *slotted = NULL, *kernels = NULL;
+  PyTypeObject *type = NULL;
+  LibraryObject *lib = NULL;
+  collect_ctx ctx = {NULL, shown, PyDict_New(), 0};
+  if (!ctx.found) goto done;
   /* Read the symbol table before mapping: a truncated file is refused, not mapped. */
   if (dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, ignore, NULL, err, sizeof err) < 0) {
     PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
-    goto fail;
+    goto done;
   }
   if (fd) {
-    lib->handle = dlx_cache_dlopen(fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
-    if (!lib->handle) {
+    handle = dlx_cache_dlopen(fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+    if (!handle) {
       PyErr_Format(PyExc_OSError, "dlx.load: %U: %s", shown, err);
-      goto fail;
+      goto done;
     }
     dlx_fd_path(*fd, via, sizeof via); /* the descriptor may have moved */
     path = via;
   } else {
-    lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   }
-  if (!lib->handle) {
+  if (!handle) {
     const char *e = dlerror();
     PyErr_Format(PyExc_OSError, "dlx.load: %s", e ? e : path);
-    goto fail;
+    goto done;
   }
-  collect_ctx ctx = {lib, PyList_New(0), 0};
-  if (!ctx.names) goto fail;
+  ctx.handle = handle;
   int n = dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, collect, &ctx, err, sizeof err);
   if (n < 0 && !ctx.failed) PyErr_Format(PyExc_OSError, "dlx.load: %s", err);
-  if (n < 0 || ctx.failed) {
-    Py_DECREF(ctx.names);
-    goto fail;
-  }
+  if (n < 0 || ctx.failed) goto done;
   /* Symbol-table order is a hash order: sort for a stable `lib.kernels`. */
-  if (PyList_Sort(ctx.names)) {
-    Py_DECREF(ctx.names);
-    goto fail;
+  if (!(names = PyDict_Keys(ctx.found)) || PyList_Sort(names) ||
+      !(kernels = PyList_AsTuple(names)) || !(slotted = PyList_New(0)))
+    goto done;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); ++i) {
+    PyObject *name = PyList_GET_ITEM(names, i);
+    if (gets_slot(name) && PyList_Append(slotted, name)) goto done;
   }
-  lib->kernels = PyList_AsTuple(ctx.names);
-  Py_DECREF(ctx.names);
-  if (!lib->kernels) goto fail;
+  if (!(type = library_type(slotted))) goto done;
+  lib = (LibraryObject *)type->tp_alloc(type, 0); /* zeroed: every slot empty */
+  if (!lib) goto done;
+  lib->path = Py_NewRef(shown);
+  lib->kernels = Py_NewRef(kernels);
+  lib->handle = handle;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); ++i) {
+    PyObject *name = PyList_GET_ITEM(names, i), *k = PyDict_GetItem(ctx.found, name);
+    if (gets_slot(name) ? PyObject_GenericSetAttr((PyObject *)lib, name, k)
+                        : ((!lib->dict && !(lib->dict = PyDict_New())) ||
+                           PyDict_SetItem(lib->dict, name, k))) {
+      Py_CLEAR(lib);
+      goto done;
+    }
+  }
+done:
+  Py_XDECREF(type); /* the instance holds its type */
+  Py_XDECREF(names);
+  Py_XDECREF(slotted);
+  Py_XDECREF(kernels);
+  Py_XDECREF(ctx.found);
   return (PyObject *)lib;
-fail:
-  Py_XDECREF(lib);
-  return NULL;
 }
 
 PyObject *dlx_load(PyObject *self, PyObject *arg) {
@@ -429,37 +472,18 @@ PyObject *dlx_load_fd(int *fd, PyObject *shown) {
   return load_at(via, fd, shown);
 }
 
-static void forget_hits(LibraryObject *lib) {
-  for (size_t i = 0; i < sizeof lib->hits / sizeof lib->hits[0]; ++i) {
-    Py_CLEAR(lib->hits[i].name);
-    Py_CLEAR(lib->hits[i].value);
-  }
-}
-
-/* The general lookup: the dict (remembering the hit), else the type's attributes, and on
- * a miss an error saying why precisely. */
-static __attribute__((noinline)) PyObject *library_getattro_slow(PyObject *self,
-                                                                 PyObject *name) {
+/* The AttributeError for a name the generic lookup did not find: why, precisely. Names
+ * starting with "_" keep the generic error (raised here when it is no longer pending). */
+static PyObject *library_missing(PyObject *self, PyObject *name) {
   LibraryObject *lib = (LibraryObject *)self;
-  if (!lib->shadowed && PyUnicode_CheckExact(name)) {
-    size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
-    PyObject *hit = lib->dict ? PyDict_GetItemWithError(lib->dict, name) : NULL;
-    if (hit) {
-      Py_INCREF(name);
-      Py_INCREF(hit);
-      PyObject *old_name = lib->hits[at].name, *old_value = lib->hits[at].value;
-      lib->hits[at].name = name;
-      lib->hits[at].value = hit;
-      Py_XDECREF(old_name); /* after the store: a destructor sees a consistent entry */
-      Py_XDECREF(old_value);
-      return Py_NewRef(hit);
-    }
-    if (PyErr_Occurred()) return NULL;
-  }
-  PyObject *v = PyObject_GenericGetAttr(self, name);
-  if (v || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)) return v;
   const char *s = PyUnicode_AsUTF8(name);
-  if (!s || s[0] == '_' || !lib->handle) return NULL;
+  if (!s) return NULL;
+  if (s[0] == '_' || !lib->handle) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_AttributeError, "'%.50s' object has no attribute '%U'",
+                   Py_TYPE(self)->tp_name, name);
+    return NULL;
+  }
   PyErr_Clear();
   if (dlsym(lib->handle, s))
     PyErr_Format(PyExc_AttributeError,
@@ -472,33 +496,63 @@ static __attribute__((noinline)) PyObject *library_getattro_slow(PyObject *self,
   return NULL;
 }
 
-/* `lib.NAME` is the instance dict's entry whenever no data descriptor of the type has
- * that name (LibraryType is static and not subclassable, so `shadowed`, set at load,
- * says so for good): the remembered hit is a pointer compare and nothing else (a name
- * is only remembered when it is an exact str and nothing shadows it), else the general
- * lookup. */
+#if DLX_LIB_HITS
+static void forget_hits(LibraryObject *lib) {
+  for (size_t i = 0; i < sizeof lib->hits / sizeof lib->hits[0]; ++i) Py_CLEAR(lib->hits[i].name);
+}
+
+/* The general lookup, remembering where a kernel's slot is (a member descriptor in the
+ * library's own, immutable, type: that is what the generic lookup reads for the name, for
+ * good), and on a miss an error saying why precisely. */
+static __attribute__((noinline)) PyObject *library_getattro_slow(PyObject *self,
+                                                                 PyObject *name) {
+  LibraryObject *lib = (LibraryObject *)self;
+  if (PyUnicode_CheckExact(name)) {
+    PyObject *d = PyDict_GetItemWithError(Py_TYPE(self)->tp_dict, name); /* borrowed */
+    Py_ssize_t offset = d && Py_IS_TYPE(d, &PyMemberDescr_Type)
+                            ? ((PyMemberDescrObject *)d)->d_member->offset
+                            : 0;
+    if (offset >= (Py_ssize_t)sizeof(LibraryObject)) {
+      size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
+      PyObject *old = lib->hits[at].name;
+      lib->hits[at].name = Py_NewRef(name);
+      lib->hits[at].slot = (PyObject **)((char *)self + offset);
+      Py_XDECREF(old); /* after the store: a destructor sees a consistent entry */
+    } else if (!d && PyErr_Occurred()) {
+      return NULL;
+    }
+  }
+  PyObject *v = PyObject_GenericGetAttr(self, name);
+  if (v || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)) return v;
+  return library_missing(self, name);
+}
+
+/* `lib.NAME` for a name seen before: its slot, read (empty when deleted: then the general
+ * lookup says so). */
 static PyObject *library_getattro(PyObject *self, PyObject *name) {
   LibraryObject *lib = (LibraryObject *)self;
   size_t at = ((uintptr_t)name >> 4) & (sizeof lib->hits / sizeof lib->hits[0] - 1);
-  if (lib->hits[at].name == name) return Py_NewRef(lib->hits[at].value);
+  if (lib->hits[at].name == name) {
+    PyObject *v = *lib->hits[at].slot;
+    if (v) return Py_NewRef(v);
+  }
   return library_getattro_slow(self, name);
 }
-
-static int library_setattro(PyObject *self, PyObject *name, PyObject *value) {
-  int rc = PyObject_GenericSetAttr(self, name, value);
-  forget_hits((LibraryObject *)self);
-  return rc;
+#else
+/* __getattr__: called by the generic lookup's fallback only for a name it did not find. */
+static PyObject *library_getattr(PyObject *self, PyObject *name) {
+  return library_missing(self, name);
 }
+#endif
 
+/* The slots are visited, cleared and released by the library type's own slots (the type
+ * machinery's), which then call these. */
 static int library_traverse(PyObject *self, visitproc visit, void *arg) {
-  LibraryObject *lib = (LibraryObject *)self;
-  Py_VISIT(lib->dict);
-  for (size_t i = 0; i < sizeof lib->hits / sizeof lib->hits[0]; ++i) Py_VISIT(lib->hits[i].value);
+  Py_VISIT(((LibraryObject *)self)->dict);
   return 0;
 }
 
 static int library_clear(PyObject *self) {
-  forget_hits((LibraryObject *)self);
   Py_CLEAR(((LibraryObject *)self)->dict);
   return 0;
 }
@@ -508,6 +562,9 @@ static int library_clear(PyObject *self) {
 static void library_dealloc(PyObject *self) {
   LibraryObject *lib = (LibraryObject *)self;
   PyObject_GC_UnTrack(self);
+#if DLX_LIB_HITS
+  forget_hits(lib);
+#endif
   library_clear(self);
   Py_XDECREF(lib->path);
   Py_XDECREF(lib->kernels);
@@ -537,15 +594,21 @@ static PyMemberDef library_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyMethodDef library_methods[] = {
-    {"__dir__", library_dir, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL}};
+    {"__dir__", library_dir, METH_NOARGS, NULL},
+#if !DLX_LIB_HITS
+    {"__getattr__", library_getattr, METH_O, NULL},
+#endif
+    {NULL, NULL, 0, NULL}};
 
+/* The base of every library's own type (library_type); itself never instantiated. */
 static PyTypeObject LibraryType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Library",
     .tp_basicsize = sizeof(LibraryObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
     .tp_dictoffset = offsetof(LibraryObject, dict),
+#if DLX_LIB_HITS
     .tp_getattro = library_getattro,
-    .tp_setattro = library_setattro,
+#endif
     .tp_traverse = library_traverse,
     .tp_clear = library_clear,
     .tp_dealloc = library_dealloc,
