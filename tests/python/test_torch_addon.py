@@ -148,6 +148,58 @@ def test_kernels_with_torch_tensors(table, kernels):
     assert base[:, 1].tolist() == [9.0] * 4 and float(base.sum()) == 276 - (1 + 7 + 13 + 19) + 36
 
 
+# (DLPack dtype code, bits) of the torch dtypes below
+DL_DTYPES = {torch.float32: (2, 32), torch.float64: (2, 64), torch.int32: (0, 32),
+             torch.uint8: (1, 8), torch.bool: (6, 8), torch.complex64: (5, 64)}
+
+
+def test_every_tensor_is_described_as_torch_sees_it(table, kernels):
+    """Consecutive tensors differ in dtype (element size), offset, emptiness, rank and
+    Python type, and each is read several times: the addon's remembered description of
+    the last tensor (its fast path) must never leak into the next one."""
+    base = torch.arange(24, dtype=torch.float64).reshape(4, 6)
+
+    class Sub(torch.Tensor):
+        pass
+
+    cases = [
+        torch.arange(6, dtype=torch.float32),
+        base[1:, 2:5],                                    # float64, offset 8
+        torch.arange(10, dtype=torch.int32)[3:],          # int32, offset 3
+        torch.arange(10, dtype=torch.uint8)[5:].view(1, 5),
+        torch.ones(3, dtype=torch.float32)[1:],           # float32 again, other offset
+        torch.zeros(2, 2, dtype=torch.bool).t(),
+        torch.tensor(2.5),                                # 0-d
+        torch.arange(5.0)[5:],                            # empty, storage offset 5
+        torch.nn.Parameter(torch.ones(2, 3)),             # a subclass, plain TensorImpl
+        torch.ones(4).as_subclass(Sub),                   # a Python subclass
+        torch.ones(3, dtype=torch.complex64),
+        base.t(),
+    ]
+    for _ in range(2):
+        for t in cases:
+            n = kernels.info(t, 0)
+            seen = (n, kernels.info(t, 1), kernels.info(t, 2), kernels.info(t, 4),
+                    [kernels.info(t, 10 + d) for d in range(n)],
+                    [kernels.info(t, 20 + d) for d in range(n)],
+                    kernels.info(t, 30) + kernels.info(t, 3))
+            want = (t.dim(), *DL_DTYPES[t.dtype], 1, list(t.shape), list(t.stride()),
+                    t.data_ptr())
+            assert seen == want, (t.dtype, t.shape, t.storage_offset())
+
+
+def test_conjugate_and_negative_views_are_refused_after_plain_ones(addon, kernels):
+    """A conj or neg view differs from its base only in a key-set bit: the addon must not
+    take it for the plain tensor it described a moment ago."""
+    c = torch.ones(3, dtype=torch.complex64)
+    assert kernels.info(c, 0) == 1 and kernels.info(c, 0) == 1
+    for view, what in ((c.conj(), "conjugate"), (torch.ones(3, dtype=torch.complex64).conj().imag,
+                                                 "negative")):
+        with pytest.raises(BufferError, match=what):
+            kernels.info(view, 0)
+    assert kernels.info(c, 1) == 5  # and the plain tensor still converts
+
+
 def test_new_tensor_comes_back_as_torch(table, kernels):
     like = torch.ones(2)
     r = kernels.arange(5, like)

@@ -55,6 +55,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 #ifndef DLX_ADDON_IDENTITY
 #error "DLX_ADDON_IDENTITY is not defined: pass -DDLX_ADDON_IDENTITY='\"<identity>\"' (python -m dlx build-addon does)"
@@ -303,10 +304,13 @@ inline bool KnownExportable(uint64_t keys) {
 // from: tensors in a call mostly share both, and the conversions are switches through
 // torch's accessors. Touched with the GIL held only.
 struct LastDescribed {
+  // Starts as a real pair (float32 on the CPU), never an uninitialized dtype: a tensor
+  // whose dtype is uninitialized must never match and reuse the description.
   c10::Device device{c10::DeviceType::CPU};
-  caffe2::TypeMeta dtype;  // undefined until the first tensor
+  caffe2::TypeMeta dtype = caffe2::TypeMeta::Make<float>();
   DLDevice dl_device{kDLCPU, 0};
-  DLDataType dl_dtype{0, 0, 0};
+  DLDataType dl_dtype{kDLFloat, 32, 1};
+  int64_t itemsize = sizeof(float);  // of dtype: the fast path skips the TypeMeta lookup
 } last_described;
 
 // The cold parts of DescribeTensor: a key set not seen yet, another device or dtype.
@@ -324,7 +328,8 @@ __attribute__((noinline, cold)) void DescribeNew(const at::Tensor &tensor, uint6
   }
   const caffe2::TypeMeta dtype = tensor.dtype();
   if (dtype != last.dtype) {
-    last.dl_dtype = ToDLDataType(tensor.scalar_type());
+    last.dl_dtype = ToDLDataType(tensor.scalar_type());  // throws for an uninitialized dtype
+    last.itemsize = static_cast<int64_t>(dtype.itemsize());
     last.dtype = dtype;
   }
 }
@@ -345,6 +350,85 @@ __attribute__((always_inline)) inline void DescribeTensor(const at::Tensor &tens
   out->ndim = static_cast<int32_t>(impl->dim());
   out->data = tensor.data_ptr();  // storage_offset is already applied
   out->byte_offset = 0;
+}
+
+// ---- the view fast path --------------------------------------------------------
+//
+// A call converts the same few kinds of tensor again and again: plain TensorImpls
+// (no subclass), default size/stride/device policies, a key set, device and dtype
+// already described. For those, DescribeFast reads what torch's own inline accessors
+// would return, once: the accessors re-test the policies and storage on each read,
+// and TensorBase::data_ptr() is a call. Anything else takes DescribeTensor.
+
+// Names TensorImpl's protected policy test through a derived class; it is never
+// instantiated, only its member pointer is used on real TensorImpls.
+struct PolicyPeek : c10::TensorImpl {
+  using c10::TensorImpl::matches_policy;
+  using c10::TensorImpl::SizesStridesPolicy;
+  // With the default policy, what sizes(), strides(), dim(), numel() and
+  // storage_offset() return; read once instead of re-testing the policy per accessor.
+  using c10::TensorImpl::numel_;
+  using c10::TensorImpl::sizes_and_strides_;
+  using c10::TensorImpl::storage_offset_;
+};
+
+// The vtable of a plain c10::TensorImpl, learnt from the first tensor typeid proves is
+// one: a subclass (nested, batched, functional, opaque...) may override what the
+// fast path reads, so only exact TensorImpls take it.
+const void *plain_impl_vtable = nullptr;
+
+inline const void *VtableOf(const c10::TensorImpl *impl) {
+  return *reinterpret_cast<const void *const *>(impl);
+}
+
+__attribute__((noinline, cold)) bool LearnPlainImpl(const c10::TensorImpl *impl) {
+  if (plain_impl_vtable != nullptr || typeid(*impl) != typeid(c10::TensorImpl)) return false;
+  plain_impl_vtable = VtableOf(impl);
+  return true;
+}
+
+// torch >= 2.1 separates mutable access (which materializes copy-on-write storage and
+// honours "no mutable access" flags) from data(); a kernel may write, so it is used.
+template <typename S>
+inline auto StorageData(const S &storage, int) -> decltype(storage.mutable_data()) {
+  return storage.mutable_data();
+}
+template <typename S>
+inline void *StorageData(const S &storage, long) {
+  return storage.data();
+}
+
+__attribute__((always_inline)) inline bool DescribeFast(const c10::TensorImpl *impl,
+                                                        DLTensor *out) {
+  const LastDescribed &last = last_described;
+  if (C10_UNLIKELY(VtableOf(impl) != plain_impl_vtable) && !LearnPlainImpl(impl)) return false;
+  constexpr auto kCustomStrides = PolicyPeek::SizesStridesPolicy::CustomStrides;
+  if (C10_UNLIKELY((impl->*(&PolicyPeek::matches_policy))(kCustomStrides) ||
+                   impl->key_set().raw_repr() != last_ok_key_set ||
+                   impl->device() != last.device || impl->dtype() != last.dtype)) {
+    return false;
+  }
+  const c10::Storage &storage = impl->unsafe_storage();
+  if (C10_UNLIKELY(!storage)) return false;  // data_ptr() raises for these: let it
+  // Reads first, writes to *out last: the stores could alias the policy bits and would
+  // make the compiler test them again for every accessor.
+  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
+  const int64_t ndim = static_cast<int64_t>(dims.size());
+  const int64_t *sizes = dims.sizes_data();
+  const int64_t *strides = dims.strides_data();
+  void *data = nullptr;  // as TensorImpl::data(): an empty tensor has no data pointer
+  if (C10_LIKELY(impl->*(&PolicyPeek::numel_) != 0)) {
+    data = static_cast<char *>(StorageData(storage, 0)) +
+           last.itemsize * (impl->*(&PolicyPeek::storage_offset_));
+  }
+  out->data = data;
+  out->device = last.dl_device;
+  out->ndim = static_cast<int32_t>(ndim);
+  out->dtype = last.dl_dtype;
+  out->shape = const_cast<int64_t *>(sizes);
+  out->strides = const_cast<int64_t *>(strides);
+  out->byte_offset = 0;
+  return true;
 }
 
 void CheckExportable(const at::Tensor &tensor) {
@@ -554,14 +638,21 @@ int ManagedTensorFromPyObject(void *py_object, DLManagedTensorVersioned **out) {
   return GuardedPy([&] { *out = ExportManaged(UnpackTensor(py_object)); });
 }
 
+// The general view export: every tensor DescribeFast leaves alone.
+__attribute__((noinline)) void DescribeView(const at::Tensor &tensor, DLTensor *out) {
+  DescribeTensor(tensor, out);
+  out->shape = const_cast<int64_t *>(tensor.sizes().data());
+  out->strides = const_cast<int64_t *>(tensor.strides().data());
+}
+
 int DLTensorFromPyObject(void *py_object, DLTensor *out) {
   return GuardedPy([&] {
     // A view into the TensorImpl's own arrays: no allocation, and valid while
     // the Python object lives, which the caller guarantees until it returns.
     const at::Tensor &tensor = UnpackTensor(py_object);
-    DescribeTensor(tensor, out);
-    out->shape = const_cast<int64_t *>(tensor.sizes().data());
-    out->strides = const_cast<int64_t *>(tensor.strides().data());
+    // Inside the guard: torch's accessors may throw on the fast path too.
+    if (C10_LIKELY(DescribeFast(tensor.unsafeGetTensorImpl(), out))) return;
+    DescribeView(tensor, out);
   });
 }
 
