@@ -5,10 +5,12 @@ bindings a user would compare it with, all in one process, on the same objects.
 
 Builds (into DIR, default build/bench-ir/<interpreter tag>) a C driver module, dlx's
 `touch` kernel and the peers this interpreter can build (nanobind from its own package's
-sources, or those of --nanobind DIR), then runs one child process
-under `valgrind --tool=callgrind`. Each row is a loop of PyObject_Vectorcall calls that
-alone is counted (bench/ir/driver.c); the dumps are read back into the table. Every
-callable does the same work per tensor: read the data pointer, ndim and shape[0].
+sources, or those of --nanobind DIR), then runs one child process under `valgrind
+--tool=callgrind`; where torch ships its own exchange table, a second child runs the torch
+rows through dlx's addon instead ('torch (addon)', DLX_TORCH_TABLE=addon). Each row is a
+loop of PyObject_Vectorcall calls that alone is counted (bench/ir/driver.c); the dumps are
+read back into the table. Every callable does the same work per tensor: read the data
+pointer, ndim and shape[0].
 
 Columns: Ir per call; 'over bare': minus the bare METH_FASTCALL call taking the same
 objects (bench/ir/driver.c noop); 'per obj': that divided by the number of objects.
@@ -194,6 +196,27 @@ def build_all(out, nanobind_dir=None):
 
 # ---- the child: the rows ------------------------------------------------------------------
 
+def child_torch_addon(out):
+    """The second pass, where torch ships its own table: the torch rows again, through dlx's
+    addon (DLX_TORCH_TABLE=addon puts it in force), as kind 'pta'. Only dlx reads the
+    table: the peers' cells would repeat the first pass."""
+    sys.path.insert(0, out)
+    import torch
+
+    import dlx
+    import dlx.torch as dt
+    import dlx_irdriver as drv
+
+    rec = dt.install()
+    assert rec is not None and rec.source == "addon", rec  # DLX_TORCH_TABLE=addon
+    print(f"torch {torch.__version__}: table {rec.source}", flush=True)
+    touch = dlx.load(os.path.join(out, "touch.so")).touch
+    tensors = [torch.ones(16) for _ in range(16)]
+    for k in KS:
+        drv.run(drv.noop, tuple(tensors[:k]), CALLS, f"bare|pta{k}", None, None)
+        drv.run(touch, tuple(tensors[:k]), CALLS, f"dlx|pta{k}", None, None)
+
+
 def child(out):
     """Runs under callgrind: one dump per (row, implementation)."""
     sys.path.insert(0, out)
@@ -316,9 +339,9 @@ def read_dumps(folder):
     return counts
 
 
-ORDER = ["", "int", "float", "np", "pt", "np2d.T", "pt2d.T"]
+ORDER = ["", "int", "float", "np", "pt", "pta", "np2d.T", "pt2d.T"]
 NAMES = {"": "args", "int": "ints", "float": "floats", "np": "numpy", "pt": "torch",
-         "np2d.T": "numpy 2-d .T", "pt2d.T": "torch 2-d .t()"}
+         "pta": "torch (addon)", "np2d.T": "numpy 2-d .T", "pt2d.T": "torch 2-d .t()"}
 
 
 def label(kind):
@@ -362,12 +385,12 @@ def report(counts, pending, out, notes=()):
         print(f"{label(kind):18s}" + "".join(f"{(v - bare) / n:10.1f}" if v else f"{'-':>10s}"
                                              for v in cells))
     print("marginal Ir per extra tensor (between successive rows):")
-    for fw in ("np", "pt"):
+    for fw in ("np", "pt", "pta"):
         for impl in impls:
             vals = [per.get((impl, f"{fw}{k}")) for k in KS]
             if all(vals):
                 steps = [(vals[i + 1] - vals[i]) / (KS[i + 1] - KS[i]) for i in range(len(KS) - 1)]
-                print(f"  {fw:2s} {impl:9s} " + "  ".join(
+                print(f"  {fw:3s} {impl:9s} " + "  ".join(
                     f"{KS[i]}->{KS[i + 1]}: {s:6.1f}" for i, s in enumerate(steps)))
     attr = per.get(("dlx getattr(lib,'touch')(...)", "np3"))
     bound = per.get(("dlx", "np3"))
@@ -390,13 +413,15 @@ def report(counts, pending, out, notes=()):
               f"touch(a,b,c) {py['py touch(...)']:.0f} Ir per iteration: the lookup "
               f"{py['py lib.touch(...)'] - py['py touch(...)']:.0f} Ir (m.noop vs noop: "
               f"{py['py m.noop(...)'] - py['py noop(...)']:.0f} Ir)")
-    print(f"callgrind dumps: {out}/callgrind (callgrind_annotate a cg.out.N file for a row)")
+    print(f"callgrind dumps: {out}/callgrind, the addon pass's in callgrind-torch-addon "
+          "(callgrind_annotate a cg.out.N file for a row)")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="build and dump folder")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-addon", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--report", action="store_true", help="print the table of the last run")
     ap.add_argument("--nanobind", metavar="DIR",
                     help="nanobind's package folder, for an interpreter without nanobind")
@@ -404,35 +429,54 @@ def main(argv=None):
     tag = os.path.basename(sys.prefix)  # the Makefile names the folder the same way
     out = os.path.abspath(a.out or os.path.join("build", "bench-ir", tag))
     if a.child:
-        child(out)
+        (child_torch_addon if a.torch_addon else child)(out)
         return 0
     if not shutil.which("valgrind"):
         print("make bench-ir needs valgrind (Debian package valgrind)", file=sys.stderr)
         return 1
     dumps = os.path.join(out, "callgrind")
+    addon_dumps = os.path.join(out, "callgrind-torch-addon")
     if a.report:
-        report(read_dumps(dumps), {}, out)
+        report({**read_dumps(dumps), **read_dumps(addon_dumps)}, {}, out)
         return 0
     pending = build_all(out, a.nanobind)
     notes = [] if "nanobind" in pending else nanobind_note(nanobind_root(a.nanobind))
+    passes = [(dumps, [], None)]
     try:
-        import torch  # noqa: F401
+        import torch
 
         import dlx.torch as dt
 
-        dt.install()  # a cold addon build happens here, not under callgrind
+        # the default table (DLX_TORCH_TABLE is the user's, not this run's)
+        rec = dt.install(prefer="native")  # a cold addon build happens here, not under callgrind
+        if rec is not None and rec.source != "addon":
+            # torch ships its own table: the torch rows once more through dlx's addon, in a
+            # second process (the table is chosen once per process), built here first
+            dt.ensure_addon(rec.backend)
+            passes.append((addon_dumps, ["--torch-addon"], "addon"))
+            notes = list(notes) + [
+                f"torch {torch.__version__}: 'torch' rows through its own table ({rec.source}), "
+                "'torch (addon)' rows through dlx's addon (DLX_TORCH_TABLE=addon)"]
+        elif rec is not None:
+            notes = list(notes) + [f"torch {torch.__version__}: 'torch' rows through dlx's "
+                                   "addon (torch ships no table)"]
     except ImportError:
         pass
-    shutil.rmtree(dumps, ignore_errors=True)
-    os.makedirs(dumps)
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--dump-instr=no",
-           "--dump-line=no", f"--callgrind-out-file={dumps}/cg.out", sys.executable,
-           os.path.abspath(__file__), "--child", "--out", out]
-    r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
-    if r.returncode:
-        print(r.stderr[-4000:], file=sys.stderr)
-        return r.returncode
-    report(read_dumps(dumps), pending, out, notes)
+    shutil.rmtree(addon_dumps, ignore_errors=True)
+    counts = {}
+    for folder, extra, table in passes:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+               "--dump-instr=no", "--dump-line=no", f"--callgrind-out-file={folder}/cg.out",
+               sys.executable, os.path.abspath(__file__), "--child", *extra, "--out", out]
+        env = dict(os.environ, DLX_TORCH_TABLE=table or "native")
+        r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, env=env)
+        if r.returncode:
+            print(r.stderr[-4000:], file=sys.stderr)
+            return r.returncode
+        counts.update(read_dumps(folder))
+    report(counts, pending, out, notes)
     return 0
 
 

@@ -164,15 +164,22 @@ def _stream_source(rec):
             "runtime provider")
 
 
-def _table_reason(rec, torch):
-    """Why install() chose the record's table."""
-    if rec.source == "addon":
+def _table_reason(rec, torch, choice):
+    """Why install() chose the record's table (choice: dlx.torch.choice())."""
+    if rec.source == "addon" and not (choice and choice.had_table):
         return (f"torch {torch.__version__} has no __dlpack_c_exchange_api__; dlx compiled "
                 "one against it")
+    if rec.source == "addon":
+        return (f"torch {torch.__version__} ships its own __dlpack_c_exchange_api__; dlx's "
+                f"addon replaces it because {choice.origin} (fewer instructions per tensor)")
     why = f"torch {torch.__version__} ships its own __dlpack_c_exchange_api__; nothing is compiled"
     if rec.source == "native+stream":
         why += (f"; its table answers no {rec.backend} stream, so dlx lays its stream "
                 "overlay over it")
+    if choice and choice.origin != "default":
+        why += f" ({choice.origin})"
+    else:
+        why += " (native by default; DLX_TORCH_TABLE=addon puts dlx's addon in force)"
     return why
 
 
@@ -220,7 +227,7 @@ def doctor():
             try:
                 rec = dt.install()
                 print(f"table in force: {rec.source} (backend {rec.backend})")
-                print(f"  why: {_table_reason(rec, torch)}")
+                print(f"  why: {_table_reason(rec, torch, dt.choice())}")
                 if rec.path:
                     print(f"  addon: {rec.path}\n  identity: {rec.identity}")
                 print(f"  streams: {_stream_source(rec)}")

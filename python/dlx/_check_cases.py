@@ -144,6 +144,7 @@ def find_table(ctx):
     import dlx
 
     t = ctx.type
+    _install_the_preferred_torch_table(t)
     attr = getattr(t, "__dlpack_c_exchange_api__", None)
     if attr is not None:
         ctx.capsule, ctx.source = attr, "type attribute __dlpack_c_exchange_api__"
@@ -176,6 +177,20 @@ def find_table(ctx):
     ctx.header_problem = "no table found"
     raise Fail(why or f"{t.__qualname__} has no __dlpack_c_exchange_api__, no "
                "__c_dlpack_exchange_api__ and no dlx provider (consumers use __dlpack__)")
+
+
+def _install_the_preferred_torch_table(t):
+    """DLX_TORCH_TABLE=addon: the consumer's first torch call would replace torch's own
+    table with dlx's addon, so the checker checks that one too."""
+    torch = sys.modules.get("torch")
+    if torch is None or t is not torch.Tensor or os.environ.get("DLX_TORCH_TABLE") != "addon":
+        return
+    import dlx.torch
+
+    try:
+        dlx.torch.install()
+    except Exception as e:  # noqa: BLE001 - any failure is the check's answer
+        raise Fail(f"DLX_TORCH_TABLE=addon: dlx.torch.install() failed: {_err(e)}") from None
 
 
 def _describe_record(rec):

@@ -166,20 +166,66 @@ def installed():
     return _record
 
 
-def install():
+TABLES = ("native", "addon")
+Choice = collections.namedtuple("Choice", "prefer origin had_table")
+Choice.__doc__ = """How install() decided: the preference ('native' or 'addon'), what said so
+(preference()'s origin) and whether torch.Tensor already had a table (False: the addon,
+whatever the preference)."""
+_choice = None
+
+
+def preference(prefer=None):
+    """(table, origin): the table install() prefers where torch ships its own, 'native' or
+    'addon', and what said so ("prefer='addon'", 'DLX_TORCH_TABLE=addon' or 'default').
+    prefer overrides the environment; an unknown value raises ValueError naming its origin."""
+    if prefer is not None:
+        if not isinstance(prefer, str):
+            raise TypeError(f"dlx.torch.install(prefer=...): expected a str, got "
+                            f"{type(prefer).__name__}")
+        if prefer not in TABLES:
+            raise ValueError(f"dlx.torch.install(prefer={prefer!r}): expected one of "
+                             f"{', '.join(map(repr, TABLES))} or None")
+        return prefer, f"prefer={prefer!r}"
+    env = os.environ.get("DLX_TORCH_TABLE")
+    if not env:  # unset or empty: the default
+        return "native", "default"
+    if env not in TABLES:
+        raise ValueError(f"DLX_TORCH_TABLE={env!r}: expected one of {', '.join(TABLES)} "
+                         "(unset means native)")
+    return env, f"DLX_TORCH_TABLE={env}"
+
+
+def choice():
+    """The Choice install() made, or None before install()."""
+    return _choice
+
+
+def install(prefer=None):
     """Make torch.Tensor.__dlpack_c_exchange_api__ usable for the selected backend and
-    return a Record. With DLX_DISABLE_TORCH_ADDON=1 nothing changes and None is returned."""
-    global _record
+    return a Record. With DLX_DISABLE_TORCH_ADDON=1 nothing changes and None is returned.
+
+    Where torch ships its own table (torch >= 2.10), prefer ('native' or 'addon'; None:
+    DLX_TORCH_TABLE, else 'native') says which one goes in force: torch's, or dlx's addon,
+    compiled against it, which converts a tensor in far fewer instructions. A torch without
+    a table always gets the addon. install() decides once per process: a later call returns
+    the Record in force, and raises RuntimeError when its explicit prefer asks for the
+    other table (the first torch tensor reaching a kernel also decides: call install(prefer)
+    or set DLX_TORCH_TABLE before that)."""
+    global _record, _choice
+    if prefer is not None:
+        preference(prefer)  # a bad argument is an error in any state
     with _lock:
         if _record is not None:
+            _refuse_other_table(prefer)
             return _record
         if os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1":
             return None
+        pref, origin = preference(prefer)
         torch = _torch()
         name, _ = selection(torch)
         _core.set_active_backend(name)
         native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-        if native is not None:
+        if native is not None and pref == "native":
             if name == "torch_npu":
                 # Native conversions, NPU stream from the runtime provider.
                 torch.Tensor.__dlpack_c_exchange_api__ = _core.stream_overlay(native)
@@ -187,10 +233,26 @@ def install():
             else:
                 _record = Record("native", name, None, None)
         else:
+            # No table (an older torch), or the addon asked for: it replaces the native
+            # table (with torch_npu, the addon built for it also answers NPU streams).
             path, ident, capsule = ensure_addon(name, torch=torch)
             torch.Tensor.__dlpack_c_exchange_api__ = capsule
             _record = Record("addon", name, path, ident)
+        _choice = Choice(pref, origin, native is not None)
         return _record
+
+
+def _refuse_other_table(prefer):
+    """A second install() that explicitly asks for the table not in force: an error, not a
+    silent no (the table is chosen once; swapping it under live calls is not supported)."""
+    if prefer is None:
+        return
+    wants_addon = prefer == "addon" or not _choice.had_table  # without a native table: the addon
+    if wants_addon != (_record.source == "addon"):
+        raise RuntimeError(f"dlx.torch.install(prefer={prefer!r}): the {_record.source} table "
+                           f"is already in force ({_choice.origin}); the table is chosen once per "
+                           "process: pass prefer to the first install(), or set "
+                           "DLX_TORCH_TABLE before the first torch tensor reaches a kernel")
 
 
 def _table_is_torchs_own(torch):
@@ -214,7 +276,8 @@ def _table_is_torchs_own(torch):
 
 def _autosetup():
     """Run by dlx._core the first time a torch tensor reaches a kernel call (before its
-    table is read: torch's own native table gets the NPU stream overlay with torch_npu)."""
+    table is read: torch's own native table gets the NPU stream overlay with torch_npu, or
+    gives way to the addon with DLX_TORCH_TABLE=addon; install() reads the variable)."""
     import warnings
 
     try:

@@ -15,7 +15,7 @@ PY=${1:-python3}
 top=${2:-$src/build/install-test}
 mkdir -p "$top"
 top=$(cd "$top" && pwd)
-unset PYTHONPATH DLX_BUILD_DIR DLX_BACKEND DLX_DISABLE_TORCH_ADDON
+unset PYTHONPATH DLX_BUILD_DIR DLX_BACKEND DLX_DISABLE_TORCH_ADDON DLX_TORCH_TABLE
 step() { printf 'install test: %s\n' "$*"; }
 
 rm -rf "$top/venv" "$top/dist" "$top/build-cache"

@@ -14,7 +14,8 @@ BUILD = pathlib.Path(os.environ.get("DLX_BUILD_DIR", ROOT / "build"))
 # first torch tensor that reaches a kernel builds the addon here (once), later tests reuse it.
 _SESSION_CACHE = tempfile.TemporaryDirectory(prefix="dlx-test-cache-")
 os.environ["DLX_CACHE_DIR"] = _SESSION_CACHE.name
-for var in ("DLX_BACKEND", "DLX_DISABLE_TORCH_ADDON", "CXX", "DLX_CXXFLAGS", "DLX_LDFLAGS"):
+for var in ("DLX_BACKEND", "DLX_DISABLE_TORCH_ADDON", "DLX_TORCH_TABLE", "CXX", "DLX_CXXFLAGS",
+            "DLX_LDFLAGS"):
     os.environ.pop(var, None)
 
 # The dlx under test: the build's (BUILD/python on PYTHONPATH, Debian's python3) or the one

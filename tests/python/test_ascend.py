@@ -333,3 +333,33 @@ def test_e_first_npu_call_lays_the_overlay():
     """)
     assert out["got"] == out["s"] != 0
     assert out["record"]["source"] == "native+stream"
+
+
+def test_f_addon_on_request_replaces_the_overlay(addons):
+    """DLX_TORCH_TABLE=addon with torch_npu: the addon built for torch_npu goes in force in
+    place of the native+stream overlay; its compiled getter answers NPU streams. (torch
+    1.13 ships no table: one is simulated, as a torch >= 2.10 would ship.)"""
+    out = scenario("""
+        import dlx, torch, torch_npu, dlx.torch as dt, npu_scenarios as S
+        if torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is None:
+            S.simulate_native_table()
+        native = torch.Tensor.__dlpack_c_exchange_api__
+        rec = dt.install()
+        cap = torch.Tensor.__dlpack_c_exchange_api__
+        c0 = S.counters()
+        out = S.npu_stream_checks()
+        c1 = S.counters()
+        out.update(record=rec._asdict(), counters=[c0, c1], tensors=S.tensor_checks(),
+                   replaced=S.address(cap) != S.address(native),
+                   addon=S.address(cap) == S.address(dt.ensure_addon("torch_npu")[2]),
+                   in_force=S.address(dlx.exchange_api(torch.Tensor)) == S.address(cap))
+        result(out)
+    """, env={"DLX_TORCH_TABLE": "addon"})
+    assert out["record"]["source"] == "addon" and out["record"]["backend"] == "torch_npu"
+    assert out["record"]["path"] == addons["torch_npu"]
+    assert out["replaced"] and out["addon"] and out["in_force"]
+    assert_npu_streams(out)
+    (cxx0, provider0), (cxx1, provider1) = out["counters"]
+    assert cxx1 - cxx0 == out["kernel_calls"]  # c10_npu::getCurrentNPUStream, compiled in
+    assert provider1 == provider0 == 0  # no overlay, no runtime provider
+    assert_tensor_checks(out["tensors"])

@@ -128,6 +128,23 @@ def test_torch_addon_table_is_the_one_checked(torch_report):
     assert rec.path in torch_report.source and rec.backend in torch_report.source
 
 
+def test_dlx_torch_table_addon_is_the_table_checked(monkeypatch):
+    """DLX_TORCH_TABLE=addon (issue 11): the checker checks the addon the consumer would put
+    in force over torch's own table, and it passes every check torch's own table fails."""
+    torch = pytest.importorskip("torch")
+    if torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is None:
+        pytest.skip(f"torch {torch.__version__} has no native table: the addon is the default")
+    import dlx.torch as dt
+
+    monkeypatch.setenv("DLX_TORCH_TABLE", "addon")  # the children inherit it
+    r = check.run("torch:Tensor")
+    path = dt.ensure_addon("cpu")[0]  # the session cache's addon: the one checked
+    assert f"dlx.torch.install(): addon, backend cpu, {path}" in r.source, r.source
+    assert not r.failed, r.text()
+    assert r["import.malformed.overflow"].status == "PASS"  # torch 2.13's own aborts here
+    assert r["allocator.set_error.bad_dtype"].reason.startswith("SetError(TypeError, ")
+
+
 def test_torch_npu_streams_through_torch_npu_stream(tmp_path):
     """The stand-in torch_npu: the table answers the stream chosen with
     `with torch.npu.stream(s):`, per thread (streams.threads)."""

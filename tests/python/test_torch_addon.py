@@ -3,6 +3,7 @@ table torch 1.13 can have) and torch's own native table (torch >= 2.10 ships one
 has torch 2.13). Selection, building, the identity-keyed cache, the installed table, the
 CLI; every kernel, stream and allocation test runs over each table this torch can have."""
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -129,6 +130,177 @@ def test_native_table_is_kept_and_nothing_compiled(tmp_path):
     assert not (tmp_path / "c").exists() or os.listdir(tmp_path / "c") == []  # nothing built
 
 
+# ---- which table: DLX_TORCH_TABLE and install(prefer=) (issue 11) ----
+
+# Run in a fresh process: install() with PREFER; prints the record, the choice,
+# which table torch.Tensor holds (the addon's, torch's own, or another) and kernel results.
+_INSTALL_AND_CALL = """
+import ctypes, json, os
+import dlx, dlx.torch as dt, torch
+get = ctypes.pythonapi.PyCapsule_GetPointer
+get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+ptr = lambda c: get(c, b"dlpack_exchange_api")
+shipped = torch.Tensor.__dict__.get("__dlpack_c_exchange_api__")
+rec = dt.install(prefer=PREFER) if PREFER else dt.install()
+in_force = ptr(dlx.exchange_api(torch.Tensor))
+assert in_force == ptr(torch.Tensor.__dlpack_c_exchange_api__)
+holds = ("addon" if in_force == ptr(dt.ensure_addon("cpu")[2])  # cached: loads, no build
+         else "shipped" if shipped is not None and in_force == ptr(shipped) else "other")
+k = dlx.load(os.environ["DLX_BUILD_DIR"] + "/kernels/test_kernels.so")
+base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+k.fill(base.t()[1], 9.0)  # a strided view: column 1
+made = k.arange(5, torch.ones(2))
+print("RESULT " + json.dumps({
+    "record": rec._asdict(), "choice": dt.choice()._asdict(), "holds": holds,
+    "sums": [k.sum(base), k.sum(base[1:, 2:5]), k.sum(torch.tensor(3.5))],
+    "column": base[:, 1].tolist(), "made": [type(made).__name__, made.tolist()]}))
+"""
+
+
+def install_in_child(prefer=None, table=None, cache=None):
+    env = {"DLX_TORCH_TABLE": table or ""}
+    if cache:
+        env["DLX_CACHE_DIR"] = str(cache)
+    r = run_python(f"PREFER = {prefer!r}\n" + _INSTALL_AND_CALL, env=env)
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+    out = json.loads(line[len("RESULT "):])
+    out["stderr"] = r.stderr
+    return out
+
+
+def assert_kernels_ran(out):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    base[:, 1] = 9.0
+    assert out["sums"] == [float(base.sum()), float(base[1:, 2:5].sum()), 3.5]
+    assert out["column"] == [9.0] * 4
+    assert out["made"] == ["Tensor", [0.0, 1.0, 2.0, 3.0, 4.0]]
+
+
+@needs_native
+def test_dlx_torch_table_addon_puts_the_addon_in_force(record):
+    out = install_in_child(table="addon")
+    assert out["record"] == {"source": "addon", "backend": "cpu", "path": record.path,
+                             "identity": record.identity}
+    assert os.path.dirname(out["record"]["path"]) == dt.cache_dir()  # the session cache
+    assert out["choice"] == {"prefer": "addon", "origin": "DLX_TORCH_TABLE=addon",
+                             "had_table": True}
+    assert out["holds"] == "addon"  # torch's shipped table was replaced
+    assert_kernels_ran(out)
+
+
+@needs_native
+def test_dlx_torch_table_addon_builds_into_a_cold_cache(tmp_path):
+    out = install_in_child(table="addon", cache=tmp_path / "c")
+    assert out["record"]["source"] == "addon" and out["holds"] == "addon"
+    assert NAME.search(out["record"]["path"])
+    assert os.path.dirname(out["record"]["path"]) == str(tmp_path / "c")
+    assert out["stderr"].count("dlx: building") == 1
+    assert_kernels_ran(out)
+
+
+@pytest.mark.parametrize("table", [None, "native"])
+def test_native_is_the_default_preference(record, table):
+    out = install_in_child(table=table)
+    origin = "DLX_TORCH_TABLE=native" if table else "default"
+    assert out["choice"] == {"prefer": "native", "origin": origin,
+                             "had_table": NATIVE is not None}
+    if NATIVE is None:  # torch 1.13 has nothing to prefer: the addon whatever was asked
+        assert out["record"]["source"] == "addon" and out["holds"] == "addon"
+        assert out["record"]["path"] == record.path
+    else:
+        assert out["record"] == {"source": "native", "backend": "cpu", "path": None,
+                                 "identity": None}
+        assert out["holds"] == "shipped"
+    assert_kernels_ran(out)
+
+
+@pytest.mark.parametrize("prefer, table", [("native", "addon"), ("addon", "native"),
+                                           ("addon", None)])
+def test_prefer_overrides_the_environment(record, prefer, table):
+    out = install_in_child(prefer=prefer, table=table)
+    assert out["choice"]["prefer"] == prefer and out["choice"]["origin"] == f"prefer={prefer!r}"
+    gets_addon = prefer == "addon" or NATIVE is None
+    assert out["record"]["source"] == ("addon" if gets_addon else "native")
+    assert out["holds"] == ("addon" if gets_addon else "shipped")
+    assert_kernels_ran(out)
+
+
+@pytest.mark.skipif(NATIVE is not None, reason="torch ships a native table here")
+def test_torch_without_a_table_gets_the_addon_whatever_the_preference(record):
+    out = install_in_child(prefer="native")
+    assert out["record"]["source"] == "addon" and out["record"]["path"] == record.path
+    assert out["choice"]["had_table"] is False and out["holds"] == "addon"
+    assert_kernels_ran(out)
+
+
+@pytest.mark.parametrize("value", ["Addon", "fast", " native"])
+def test_bad_dlx_torch_table_is_a_value_error(monkeypatch, value):
+    monkeypatch.setenv("DLX_TORCH_TABLE", value)
+    with pytest.raises(ValueError, match=rf"DLX_TORCH_TABLE={re.escape(repr(value))}: "
+                                         r"expected one of native, addon"):
+        dt.preference()
+    assert dt.preference("addon") == ("addon", "prefer='addon'")  # the argument wins
+    r = run_python("import dlx.torch as dt; dt.install()", env={"DLX_TORCH_TABLE": value},
+                   check=False)
+    assert r.returncode != 0 and "ValueError: DLX_TORCH_TABLE=" in r.stderr, r.stderr[-2000:]
+    assert "dlx: building" not in r.stderr
+
+
+def test_bad_prefer_is_refused_in_any_state(record):
+    with pytest.raises(ValueError, match=r"prefer='Addon'.*'native', 'addon'"):
+        dt.install(prefer="Addon")
+    with pytest.raises(TypeError, match="prefer=.*str, got int"):
+        dt.install(prefer=1)
+    with pytest.raises(ValueError, match=r"prefer=''"):
+        dt.preference("")
+
+
+def test_unset_or_empty_dlx_torch_table_is_native(monkeypatch):
+    monkeypatch.delenv("DLX_TORCH_TABLE", raising=False)
+    assert dt.preference() == ("native", "default")
+    monkeypatch.setenv("DLX_TORCH_TABLE", "")
+    assert dt.preference() == ("native", "default")
+    monkeypatch.setenv("DLX_TORCH_TABLE", "addon")
+    assert dt.preference() == ("addon", "DLX_TORCH_TABLE=addon")
+
+
+def test_a_second_install_keeps_the_first_choice():
+    """The table is chosen once per process: a later install() returns the Record in force,
+    and one whose prefer asks for the other table raises RuntimeError."""
+    out = run_python(
+        "import dlx.torch as dt\n"
+        "first = dt.install()\n"
+        "same = [dt.install() is first, dt.install(prefer='native') is first]\n"
+        "try:\n"
+        "    print(dt.install(prefer='addon') is first)\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError', e)\n"
+        "print(first.source, *same)\n")
+    other, rest = out.stdout.splitlines()
+    if NATIVE is None:  # the addon is the only table: asking for it again is no conflict
+        assert other == "True" and rest.split() == ["addon", "True", "True"]
+    else:
+        assert other.startswith("RuntimeError dlx.torch.install(prefer='addon'): the native "
+                                "table is already in force (default)")
+        assert "DLX_TORCH_TABLE" in other and rest.split() == ["native", "True", "True"]
+
+
+@needs_native
+def test_a_second_install_cannot_go_back_to_native():
+    out = run_python(
+        "import dlx.torch as dt\n"
+        "first = dt.install(prefer='addon')\n"
+        "print(dt.install() is first, dt.install(prefer='addon') is first)\n"
+        "try:\n"
+        "    dt.install(prefer='native')\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError', e)\n")
+    same, err = out.stdout.splitlines()
+    assert same.split() == ["True", "True"]
+    assert err.startswith("RuntimeError dlx.torch.install(prefer='native'): the addon table "
+                          "is already in force (prefer='addon')")
+
+
 def test_kernels_with_torch_tensors(table, kernels):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     cases = {
@@ -251,24 +423,45 @@ def test_import_dlx_never_compiles(tmp_path):
     assert not (tmp_path / "c").exists() or not os.listdir(tmp_path / "c")
 
 
-def test_first_torch_call_sets_torch_up(record):
+@pytest.mark.parametrize("table", [None, "native", "addon"])
+def test_first_torch_call_sets_torch_up(record, table):
     out = run_python(
         "import dlx, torch, os\n"
         "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
         "native = torch.Tensor.__dict__.get('__dlpack_c_exchange_api__')\n"
         "print(k.sum(torch.ones(3)), dlx.torch.installed().source,\n"
-        "      torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is native)\n")
+        "      torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is native)\n",
+        env={"DLX_TORCH_TABLE": table} if table else None)
     # torch 1.13: the first call builds and puts the addon in force (it replaced None);
-    # a native table is kept as it is
-    assert out.stdout.split() == (["3.0", "addon", "False"] if NATIVE is None
-                                  else ["3.0", "native", "True"])
+    # a native table is kept as it is, unless DLX_TORCH_TABLE=addon asks for the addon
+    if NATIVE is None or table == "addon":
+        assert out.stdout.split() == ["3.0", "addon", "False"]
+    else:
+        assert out.stdout.split() == ["3.0", "native", "True"]
 
 
-def test_disable_keeps_the_dlpack_path():
+def test_first_torch_call_with_a_bad_table_name_warns_and_still_works():
+    out = run_python(
+        "import dlx, torch, os, warnings\n"
+        "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    print(k.sum(torch.ones(3)), dlx.torch.installed())\n"
+        "print([str(x.message) for x in w if x.category is RuntimeWarning])\n",
+        env={"DLX_TORCH_TABLE": "fast"})
+    first, warned = out.stdout.splitlines()
+    assert first.split() == ["3.0", "None"]  # through torch's own table or __dlpack__
+    assert "DLX_TORCH_TABLE='fast'" in warned and "native, addon" in warned
+
+
+@pytest.mark.parametrize("table", [None, "addon"])
+def test_disable_keeps_the_dlpack_path(table):
     out = run_python("import dlx.torch as dt, torch\n"
-                     "print(dt.install(), hasattr(torch.Tensor, '__dlpack_c_exchange_api__'))",
-                     env={"DLX_DISABLE_TORCH_ADDON": "1"})
-    assert out.stdout.split() == ["None", str(NATIVE is not None)]  # torch's own, untouched
+                     "print(dt.install(), dt.install(prefer='addon'), dt.choice(),\n"
+                     "      hasattr(torch.Tensor, '__dlpack_c_exchange_api__'))",
+                     env={"DLX_DISABLE_TORCH_ADDON": "1", "DLX_TORCH_TABLE": table or ""})
+    # DLX_DISABLE_TORCH_ADDON wins over DLX_TORCH_TABLE and prefer: torch's own, untouched
+    assert out.stdout.split() == ["None", "None", "None", str(NATIVE is not None)]
 
 
 def test_native_table_is_reused(record):
@@ -409,20 +602,31 @@ def test_cache_list_and_clean(record, tmp_path):
     assert os.listdir(folder) == []
 
 
-def test_doctor_reports_what_it_found(record):
-    r = cli("doctor", check=True)
+@pytest.mark.parametrize("table", [None, "addon"])
+def test_doctor_reports_what_it_found(record, table):
+    r = cli("doctor", env={"DLX_TORCH_TABLE": table} if table else None, check=True)
     out = r.stdout
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     if NATIVE is None:
         table = ["table in force: addon (backend cpu)", record.path,
                  f"why: torch {torch.__version__} has no __dlpack_c_exchange_api__"]
+    elif table == "addon":
+        table = ["table in force: addon (backend cpu)", f"addon: {record.path}",
+                 f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
+                 "dlx's addon replaces it because DLX_TORCH_TABLE=addon"]
     else:
         table = ["table in force: native (backend cpu)",
                  f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
-                 "nothing is compiled"]
+                 "nothing is compiled (native by default; DLX_TORCH_TABLE=addon"]
     for expected in ("interpreter: ", f"torch {TORCH_MM}", f"C++11 ABI {abi}", "backend: cpu",
                      *table, "cache: ", "compiler: ", "stream providers", "device map"):
         assert expected in out, expected
+
+
+def test_doctor_names_a_bad_dlx_torch_table():
+    r = cli("doctor", env={"DLX_TORCH_TABLE": "fast"}, check=True)
+    assert ("table: could not be installed — ValueError: DLX_TORCH_TABLE='fast': expected one "
+            "of native, addon") in r.stdout, r.stdout
 
 
 def test_torch_npu_build_against_the_stand_in(tmp_path):
