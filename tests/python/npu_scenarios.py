@@ -136,6 +136,25 @@ def tensor_checks():
             "made": made.to("cpu").tolist()}
 
 
+def install_and_check():
+    """dlx.torch.install() over the table torch.Tensor has now, then the NPU stream and
+    tensor checks through what it put in force. Returns (checks, table before, table
+    after); the checks' dict also holds the record, the counters before and after, whether
+    the table was replaced and whether it is the one dlx uses."""
+    import torch
+
+    native = torch.Tensor.__dlpack_c_exchange_api__
+    rec = dlx.torch.install()
+    cap = torch.Tensor.__dlpack_c_exchange_api__
+    c0 = counters()
+    out = npu_stream_checks()
+    c1 = counters()
+    out.update(record=rec._asdict(), counters=[c0, c1], tensors=tensor_checks(),
+               replaced=address(cap) != address(native),
+               in_force=address(dlx.exchange_api(torch.Tensor)) == address(cap))
+    return out, native, cap
+
+
 def set_table(capsule):
     import torch
 

@@ -288,17 +288,9 @@ def test_d_overlay_over_torchs_own_table():
     """The real thing: torch 2.x's own table converts, dlx's overlay answers the NPU
     stream; per thread, inside torch.npu.stream(s); CPU asks nothing."""
     out = scenario("""
-        import ctypes, dlx, torch, torch_npu, dlx.torch as dt, npu_scenarios as S
-        native = torch.Tensor.__dlpack_c_exchange_api__
-        rec = dt.install()
-        cap = torch.Tensor.__dlpack_c_exchange_api__
-        c0 = S.counters()
-        out = S.npu_stream_checks()
-        c1 = S.counters()
-        out.update(record=rec._asdict(), counters=[c0, c1], tensors=S.tensor_checks(),
-                   replaced=S.address(cap) != S.address(native),
-                   in_force=S.address(dlx.exchange_api(torch.Tensor)) == S.address(cap),
-                   functions=[S.functions(cap), S.functions(native)],
+        import torch, torch_npu, npu_scenarios as S
+        out, native, cap = S.install_and_check()
+        out.update(functions=[S.functions(cap), S.functions(native)],
                    cpu_stream=S.ask(cap, S.kDLCPU, 0),
                    cpu_call=S.report().report_stream(torch.ones(3)))
         result(out)
@@ -343,16 +335,8 @@ def test_f_addon_on_request_replaces_the_overlay(addons):
         import dlx, torch, torch_npu, dlx.torch as dt, npu_scenarios as S
         if torch.Tensor.__dict__.get("__dlpack_c_exchange_api__") is None:
             S.simulate_native_table()
-        native = torch.Tensor.__dlpack_c_exchange_api__
-        rec = dt.install()
-        cap = torch.Tensor.__dlpack_c_exchange_api__
-        c0 = S.counters()
-        out = S.npu_stream_checks()
-        c1 = S.counters()
-        out.update(record=rec._asdict(), counters=[c0, c1], tensors=S.tensor_checks(),
-                   replaced=S.address(cap) != S.address(native),
-                   addon=S.address(cap) == S.address(dt.ensure_addon("torch_npu")[2]),
-                   in_force=S.address(dlx.exchange_api(torch.Tensor)) == S.address(cap))
+        out, native, cap = S.install_and_check()
+        out.update(addon=S.address(cap) == S.address(dt.ensure_addon("torch_npu")[2]))
         result(out)
     """, env={"DLX_TORCH_TABLE": "addon"})
     assert out["record"]["source"] == "addon" and out["record"]["backend"] == "torch_npu"
