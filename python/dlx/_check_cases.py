@@ -183,10 +183,15 @@ def _install_the_preferred_torch_table(t):
     """DLX_TORCH_TABLE=addon: the consumer's first torch call would replace torch's own
     table with dlx's addon, so the checker checks that one too."""
     torch = sys.modules.get("torch")
-    if torch is None or t is not torch.Tensor or os.environ.get("DLX_TORCH_TABLE") != "addon":
+    if torch is None or t is not torch.Tensor:
         return
     import dlx.torch
 
+    try:
+        if dlx.torch.preference()[0] != "addon":  # the one reading of the variable
+            return
+    except ValueError:  # a bad value: the consumer's first call warns and keeps torch's own
+        return
     try:
         dlx.torch.install()
     except Exception as e:  # noqa: BLE001 - any failure is the check's answer
