@@ -73,10 +73,15 @@ bench: build build-venv
 # nanobind is pinned in the venv; Debian's interpreter, which gets no pip packages, compiles
 # the venv's copy of its headers and sources (expanded after build-venv has made it).
 VENV_NANOBIND = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python*/site-packages/nanobind))
+# Each run ends with the issue's Ir budgets, met or not; a budget not met fails the target
+# (exit 3), after both interpreters have run.
 bench-ir: build build-venv
+	status=0; \
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX)) \
-	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND))
-	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV))
+	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; \
+	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV)) \
+	  || status=$$?; \
+	exit $$status
 
 # ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the
 # Python tests in Debian's interpreter with the ASan runtime preloaded (it must come

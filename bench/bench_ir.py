@@ -353,7 +353,8 @@ def nobj(kind):
     return int(m.group(1)) if m else 0
 
 
-def report(counts, pending, out, notes=()):
+def per_call(counts):
+    """{(impl, kind): Ir per call} from {label: Ir of the row's loop}."""
     per = {}
     for key, total in counts.items():
         impl, kind = key.split("|")
@@ -362,6 +363,66 @@ def report(counts, pending, out, notes=()):
             kind, inner = kind.split("/")
             div = (CALLS // 100) * int(inner)
         per[(impl, kind)] = total / div
+    return per
+
+
+def steps(per, impl, fw):
+    """Marginal Ir per extra object over the bare call between successive rows (1->3, 3->8,
+    8->16), or None."""
+    vals = [per.get((impl, f"{fw}{k}")) for k in KS]
+    bare = [per.get(("bare", f"{fw}{k}")) for k in KS]
+    if not all(vals) or not all(bare):
+        return None
+    vals = [v - b for v, b in zip(vals, bare)]
+    return [(vals[i + 1] - vals[i]) / (KS[i + 1] - KS[i]) for i in range(len(KS) - 1)]
+
+
+# The issue's Ir budgets (per object over the bare call, gcc 12 -O2); the lookup budget is
+# in time (`make bench`), not here.
+BUDGET = {"0 args": 70, "scalar": 40, "np": 100, "torch": 150}
+
+
+def budgets(per):
+    """[(budget, measured, met)] for the rows this run has. Per-object budgets read the worst
+    marginal step between successive rows; scalars, per scalar over the 0-argument call.
+    Torch's per-tensor budget is the addon's ('pta' rows where torch ships its own table,
+    else 'pt', which then go through the addon); 'ahead of tvm-ffi' uses the default table."""
+    out = []
+    zero = per.get(("dlx", "0")) and per[("dlx", "0")] - per[("bare", "0")]
+    if zero:
+        out.append((f"0-argument call over bare <= {BUDGET['0 args']}", f"{zero:.0f}",
+                    zero <= BUDGET["0 args"]))
+    for kind, name in (("int3", "int"), ("float3", "float")):
+        if zero and per.get(("dlx", kind)):
+            v = (per[("dlx", kind)] - per[("bare", kind)] - zero) / 3
+            out.append((f"Python {name} per scalar over the 0-arg call <= {BUDGET['scalar']}",
+                        f"{v:.1f}", v <= BUDGET["scalar"]))
+    pt = "pta" if steps(per, "dlx", "pta") else "pt"
+    for fw, name, limit in (("np", "numpy array", BUDGET["np"]),
+                            (pt, "torch tensor (addon)", BUDGET["torch"])):
+        mine = steps(per, "dlx", fw)
+        if not mine:
+            continue
+        out.append((f"{name} marginal <= {limit}", f"{max(mine):.1f}", max(mine) <= limit))
+        theirs = steps(per, "pybind11", fw[:2])
+        if theirs:
+            out.append((f"{name} marginal below pybind11's at every k",
+                        " ".join(f"{a:.0f}<{b:.0f}" for a, b in zip(mine, theirs)),
+                        all(a < b for a, b in zip(mine, theirs))))
+    for fw, name in (("np", "numpy arrays"), ("pt", "torch tensors")):
+        mine, theirs = steps(per, "dlx", fw), steps(per, "tvm-ffi", fw)
+        if not (mine and theirs):
+            continue
+        calls = [(per[("dlx", f"{fw}{k}")], per[("tvm-ffi", f"{fw}{k}")]) for k in KS]
+        out.append((f"{name}: ahead of tvm-ffi per call and per extra object",
+                    " ".join(f"{a:.0f}<{b:.0f}" for a, b in calls),
+                    all(a < b for a, b in calls) and all(a < b for a, b in zip(mine, theirs))))
+    return out
+
+
+def report(counts, pending, out, notes=()):
+    """Prints the tables; returns the number of budgets not met."""
+    per = per_call(counts)
     print(f"dlx bench-ir: Ir per call under callgrind ({CALLS} calls per row, only the call loop "
           f"counted), {sys.executable}")
     for peer, why in pending.items():
@@ -387,11 +448,10 @@ def report(counts, pending, out, notes=()):
     print("marginal Ir per extra tensor (between successive rows):")
     for fw in ("np", "pt", "pta"):
         for impl in impls:
-            vals = [per.get((impl, f"{fw}{k}")) for k in KS]
-            if all(vals):
-                steps = [(vals[i + 1] - vals[i]) / (KS[i + 1] - KS[i]) for i in range(len(KS) - 1)]
+            marg = steps(per, impl, fw)
+            if marg:
                 print(f"  {fw:3s} {impl:9s} " + "  ".join(
-                    f"{KS[i]}->{KS[i + 1]}: {s:6.1f}" for i, s in enumerate(steps)))
+                    f"{KS[i]}->{KS[i + 1]}: {s:6.1f}" for i, s in enumerate(marg)))
     attr = per.get(("dlx getattr(lib,'touch')(...)", "np3"))
     bound = per.get(("dlx", "np3"))
     mattr, mbare = per.get(("bare getattr(m,'noop')(...)", "np3")), per.get(("bare", "np3"))
@@ -413,8 +473,13 @@ def report(counts, pending, out, notes=()):
               f"touch(a,b,c) {py['py touch(...)']:.0f} Ir per iteration: the lookup "
               f"{py['py lib.touch(...)'] - py['py touch(...)']:.0f} Ir (m.noop vs noop: "
               f"{py['py m.noop(...)'] - py['py noop(...)']:.0f} Ir)")
+    verdicts = budgets(per)
+    print("budgets (the lookup's, in ns, is `make bench`'s):")
+    for what, measured, met in verdicts:
+        print(f"  {'met    ' if met else 'NOT MET'} {what}: {measured}")
     print(f"callgrind dumps: {out}/callgrind, the addon pass's in callgrind-torch-addon "
           "(callgrind_annotate a cg.out.N file for a row)")
+    return sum(not met for _, _, met in verdicts)
 
 
 def main(argv=None):
@@ -437,8 +502,7 @@ def main(argv=None):
     dumps = os.path.join(out, "callgrind")
     addon_dumps = os.path.join(out, "callgrind-torch-addon")
     if a.report:
-        report({**read_dumps(dumps), **read_dumps(addon_dumps)}, {}, out)
-        return 0
+        return 3 if report({**read_dumps(dumps), **read_dumps(addon_dumps)}, {}, out) else 0
     pending = build_all(out, a.nanobind)
     notes = [] if "nanobind" in pending else nanobind_note(nanobind_root(a.nanobind))
     passes = [(dumps, [], None)]
@@ -476,8 +540,7 @@ def main(argv=None):
             print(r.stderr[-4000:], file=sys.stderr)
             return r.returncode
         counts.update(read_dumps(folder))
-    report(counts, pending, out, notes)
-    return 0
+    return 3 if report(counts, pending, out, notes) else 0  # 3: a budget not met
 
 
 if __name__ == "__main__":

@@ -1,0 +1,101 @@
+"""The verdicts `make bench-ir` prints on the issue's Ir budgets (bench/bench_ir.py: budgets),
+fed with per-call counts as callgrind's dumps give them."""
+import importlib.util
+import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location(
+    "bench_ir", os.path.join(HERE, "..", "..", "bench", "bench_ir.py"))
+bench_ir = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench_ir)
+
+
+def counts(per_call):
+    """{label: loop Ir} as read from the dumps, from {label: Ir per call}."""
+    return {label: ir * bench_ir.CALLS for label, ir in per_call.items()}
+
+
+def rows(fw, impl, first, step, bare=100.0):
+    """Rows for 1/3/8/16 objects: `first` Ir at one object, `step` per further object."""
+    out = {}
+    for k in bench_ir.KS:
+        out[f"bare|{fw}{k}"] = bare + 5 * k
+        out[f"{impl}|{fw}{k}"] = bare + 5 * k + first + step * (k - 1)
+    return out
+
+
+def passing():
+    c = {"bare|0": 69, "dlx|0": 121, "bare|int3": 80, "dlx|int3": 80 + 52 + 3 * 31.7,
+         "bare|float3": 80, "dlx|float3": 80 + 52 + 3 * 28.7}
+    c.update(rows("np", "dlx", 110, 71))
+    c.update(rows("np", "pybind11", 150, 140))
+    c.update(rows("pt", "dlx", 170, 131))
+    c.update(rows("pt", "pybind11", 260, 245))
+    return c
+
+
+def verdicts(c):
+    return {what: (measured, met) for what, measured, met in
+            bench_ir.budgets(bench_ir.per_call(counts(c)))}
+
+
+def test_a_run_within_every_budget_meets_them_all():
+    v = verdicts(passing())
+    assert v["0-argument call over bare <= 70"] == ("52", True)
+    assert v["Python int per scalar over the 0-arg call <= 40"] == ("31.7", True)
+    assert v["numpy array marginal <= 100"] == ("71.0", True)
+    assert v["torch tensor (addon) marginal <= 150"] == ("131.0", True)
+    assert all(met for _, met in v.values()), v
+
+
+@pytest.mark.parametrize("label, budget", [
+    ("dlx|0", "0-argument call over bare <= 70"),
+    ("dlx|int3", "Python int per scalar over the 0-arg call <= 40"),
+])
+def test_a_fixed_cost_over_its_budget_is_not_met(label, budget):
+    c = passing()
+    c[label] += 60
+    assert verdicts(c)[budget][1] is False
+
+
+def test_one_costly_step_between_rows_fails_the_per_array_budget():
+    c = passing()
+    for k in (8, 16):  # only 3 -> 8 grows: 71 + 150/5 = 101 per array there
+        c[f"dlx|np{k}"] += 150
+    v = verdicts(c)
+    assert v["numpy array marginal <= 100"] == ("101.0", False)
+    assert v["numpy array marginal below pybind11's at every k"][1] is True
+
+
+def test_a_step_not_below_pybind11_fails_at_that_k():
+    c = passing()
+    c.update(rows("np", "pybind11", 150, 71))  # ties dlx: not below it
+    measured, met = verdicts(c)["numpy array marginal below pybind11's at every k"]
+    assert (measured, met) == ("71<71 71<71 71<71", False)
+
+
+def test_torch_budget_reads_the_addon_rows_where_torch_has_its_own_table():
+    c = passing()
+    c.update(rows("pt", "dlx", 780, 624))  # torch's own table: the default 'pt' rows
+    c.update(rows("pta", "dlx", 190, 141))  # the addon's second pass
+    v = verdicts(c)
+    assert v["torch tensor (addon) marginal <= 150"] == ("141.0", True)
+    # pybind11 ran once, on the same tensors: its 'pt' rows are the comparison
+    assert v["torch tensor (addon) marginal below pybind11's at every k"] == (
+        "141<245 141<245 141<245", True)
+
+
+def test_tvm_ffi_comparison_needs_both_each_call_and_each_step_ahead():
+    c = passing()
+    c.update(rows("np", "tvm-ffi", 3000, 2000))
+    assert verdicts(c)["numpy arrays: ahead of tvm-ffi per call and per extra object"][1]
+    c.update(rows("np", "tvm-ffi", 3000, 70))  # cheaper per extra array than dlx's 71
+    assert not verdicts(c)["numpy arrays: ahead of tvm-ffi per call and per extra object"][1]
+
+
+def test_rows_a_run_lacks_give_no_verdict():
+    c = {"bare|0": 69, "dlx|0": 121}
+    assert [what for what, _, _ in bench_ir.budgets(bench_ir.per_call(counts(c)))] == [
+        "0-argument call over bare <= 70"]
