@@ -11,7 +11,7 @@ VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
 VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/fixtures
 
 .PHONY: all build setup setup-debian venv build-venv demo test test-venv test-c test-python test-python-venv \
-        test-install bench bench-ir clean sanitize fuzz fuzz-build
+        test-python-newer test-install bench bench-ir clean sanitize fuzz fuzz-build
 SAN_BUILD    ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 300
@@ -41,7 +41,7 @@ demo: build
 # numpy 1.24) and under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi);
 # the install test.
 test: build build-venv
-	$(MAKE) --no-print-directory test-c test-python test-python-venv test-install
+	$(MAKE) --no-print-directory test-c test-python test-python-venv test-python-newer test-install
 
 test-venv: build-venv
 	$(MAKE) --no-print-directory test-python-venv
@@ -55,6 +55,19 @@ test-python:
 test-python-venv:
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) -m pytest \
 	  tests/python -q -p no:cacheprovider
+
+# The Python tests once more under the newest CPython 3.12+ the machine has (scripts/
+# newer_python.sh; DLX_NEWER_PYTHON picks one), in .venv-newer with numpy only: the paths
+# that differ from 3.11 (lib.k's slots, 3.13's type version tags). None there: said, skipped.
+NEWER_VENV  ?= .venv-newer
+NEWER_BUILD ?= build-newer
+test-python-newer: setup-debian
+	@py=$$(bash scripts/newer_python.sh); \
+	if [ -z "$$py" ]; then echo "test-python-newer: skipped: no CPython 3.12+ on this machine"; exit 0; fi; \
+	DLX_VENV_PYTHON=$$py bash scripts/setup_venv.sh $(CURDIR)/$(NEWER_VENV) $(CURDIR)/$(NEWER_BUILD) \
+	  $(CURDIR)/scripts/newer-requirements.txt && \
+	PYTHONPATH=$(CURDIR)/$(NEWER_BUILD)/fixtures DLX_BUILD_DIR=$(CURDIR)/$(NEWER_BUILD) \
+	  $(CURDIR)/$(NEWER_VENV)/bin/python -m pytest tests/python -q -p no:cacheprovider
 
 # The wheel, installed into a fresh venv, used from outside the tree (tests/install/run.sh).
 test-install:
@@ -117,4 +130,4 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(VENV_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

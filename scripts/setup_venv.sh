@@ -9,12 +9,14 @@
 #    CMake build is BUILD_DIR (build-venv/), with the tests, kernels and fixtures on, so one
 #    compile serves the install and the venv's tests. pip runs only when a file of the tree
 #    that the build reads is newer than BUILD_DIR/.dlx-installed (or the venv was made anew).
-# Usage: scripts/setup_venv.sh [VENV_DIR [BUILD_DIR]]   (default: .venv, build-venv)
+# Usage: scripts/setup_venv.sh [VENV_DIR [BUILD_DIR [REQUIREMENTS]]]
+#   (default: .venv, build-venv, scripts/venv-requirements.txt; the base interpreter is
+#   DLX_VENV_PYTHON, default python3: `make test-python-newer` makes .venv-newer this way)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${1:-$root/.venv}
 build=${2:-$root/build-venv}
-req=$root/scripts/venv-requirements.txt
+req=${3:-$root/scripts/venv-requirements.txt}
 base=${DLX_VENV_PYTHON:-python3}
 stamp=$venv/.dlx-requirements.sha256
 # (pip warns about every package the machine's local indexes lack: not news)

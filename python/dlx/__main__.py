@@ -37,6 +37,10 @@ def build_addon(args, platform=None):
         backend, output_dir = _core.parse_build_args(list(args), platform or sys.platform)
     except ValueError as e:
         return _err(e)
+    try:
+        import torch  # noqa: F401  (the addon is built against this interpreter's torch)
+    except ImportError as e:
+        return _err(f"build-addon needs torch, which {sys.executable} cannot import ({e})")
     backend = backend or dt.backend()
     path, ident, _ = dt.ensure_addon(backend, output_dir)
     print(path)

@@ -24,6 +24,7 @@
 #include "dlx_core.h"
 #include "dlx_numpy.h"
 #include "dlx_stream.h"
+#include "dlx_suggest.h"
 
 _Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "buffer strides are read as int64_t");
 
@@ -420,6 +421,28 @@ static inline int32_t keyword_index(const dlx_kernel_info *k, int32_t np, int32_
   return -1;
 }
 
+/* The TypeError a def gives for `key`, which no parameter has; from 3.13 on with the
+ * interpreter's "Did you mean" for a near name. */
+static __attribute__((cold)) int unexpected_keyword(const dlx_kernel_info *k, PyObject *key) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const char *names[DLX_MAX_ARGS];
+  int32_t np = k->sig->nparams;
+  for (int32_t i = 0; i < np; ++i) names[i] = dlx_sig_param_name(k->sig, i);
+  Py_ssize_t len;
+  const char *wrong = PyUnicode_AsUTF8AndSize(key, &len);
+  int near = wrong ? dlx_suggest(wrong, (size_t)len, names, (size_t)np) : -1;
+  if (!wrong) PyErr_Clear(); /* a name with no UTF-8 form: no suggestion, the same error */
+  if (near >= 0) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s() got an unexpected keyword argument '%S'. Did you mean '%s'?", k->name,
+                 key, names[near]);
+    return -1;
+  }
+#endif
+  PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'", k->name, key);
+  return -1;
+}
+
 /* Positional and keyword arguments -> bound[nparams] in declared order (borrowed). */
 static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames, PyObject **bound) {
@@ -435,10 +458,7 @@ static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t
   for (Py_ssize_t j = 0; j < nkw; ++j) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, j);
     int32_t at = keyword_index(k, np, (int32_t)(nargs + j), key);
-    if (at < 0) {
-      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'", k->name, key);
-      return -1;
-    }
+    if (at < 0) return unexpected_keyword(k, key);
     if (have >> at & 1) {
       PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name,
                    dlx_sig_param_name(sig, at));

@@ -86,8 +86,12 @@ static inline dlx_type_info *dlx_type_slot(PyTypeObject *tp) {
   return &dlx_type_cache[((uintptr_t)tp >> 4) & (DLX_TYPE_CACHE_SIZE - 1)];
 }
 
+/* Whether `tp`'s version tag stands for its attributes as they are. Up to 3.12 CPython sets
+ * Py_TPFLAGS_VALID_VERSION_TAG with the tag and clears both when the type changes; 3.13
+ * keeps the flag only as a never-set legacy name (reading it would leave every type
+ * uncached) and zeroes the tag alone. */
 static inline int dlx_version_tag_valid(PyTypeObject *tp) {
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+#if PY_VERSION_HEX < 0x030D0000
   return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag != 0;
 #else
   return tp->tp_version_tag != 0;

@@ -22,18 +22,21 @@ import pytest
 from conftest import BUILD, PYPATH, ROOT, run_python
 
 STANDIN = BUILD / "fixtures" / "torch_npu"
-pytestmark = pytest.mark.skipif(
-    not ((STANDIN / "lib" / "libtorch_npu.so").exists()
-         and any((BUILD / "fixtures").glob("dlx_privateuse1*.so"))),
-    reason="stand-in Ascend stack not built (torch C++ headers/libraries missing)")
-
-# The scenarios import npu_scenarios and dlpack_ctypes from here.
-SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python")])
-kDLExtDev = 12
 try:
     import torch
 except ImportError:  # the module's tests skip (the stand-in needs torch)
     torch = None
+pytestmark = [
+    pytest.mark.skipif(torch is None, reason="torch is not importable by this interpreter "
+                       "(the stand-in is built from the system's libtorch for another one)"),
+    pytest.mark.skipif(
+        not ((STANDIN / "lib" / "libtorch_npu.so").exists()
+             and any((BUILD / "fixtures").glob("dlx_privateuse1*.so"))),
+        reason="stand-in Ascend stack not built (torch C++ headers/libraries missing)")]
+
+# The scenarios import npu_scenarios and dlpack_ctypes from here.
+SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python")])
+kDLExtDev = 12
 TORCH_MM = ".".join(torch.__version__.split(".")[:2]) if torch else "?"
 NPU_ADDON = re.compile(rf"libdlx_torch_{re.escape(TORCH_MM)}_torch_npu_[0-9a-f]{{12}}\.so$")
 # torch >= 2.10 ships its own table: install() lays dlx's stream overlay over it, and the

@@ -146,6 +146,8 @@ def test_dlpack_protocol_falls_back_to_legacy_capsule(kernels):
 def test_torch_tensors_through_the_dlpack_protocol(kernels):
     from conftest import run_python
 
+    pytest.importorskip("torch")
+
     out = run_python(
         "import dlx, torch, os\n"
         "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
@@ -175,6 +177,18 @@ def test_include_dir_and_cli():
     out = subprocess.run([sys.executable, "-m", "dlx", "--include-dir"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == inc
+
+
+def test_build_addon_without_torch_says_so():
+    from conftest import run_python
+
+    # torch made unimportable in the child (None in sys.modules), whatever this one has
+    r = run_python("import runpy, sys\n"
+                   "sys.modules['torch'] = None\n"
+                   "sys.argv = ['dlx', 'build-addon']\n"
+                   "runpy.run_module('dlx', run_name='__main__')\n", check=False)
+    assert r.returncode == 2, r.stderr
+    assert "build-addon needs torch" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_kernel_built_with_headers_alone(tmp_path):

@@ -59,6 +59,18 @@ def test_arity_errors_read_like_python(sk, args, kwargs):
     assert str(e.value) == want
 
 
+@pytest.mark.parametrize("wrong", [
+    "axes", "Axis", "AXIS", "ou", "outt", "OUT", "axis_", "xx", "X", "a", "weights",
+    "ax", "_axis", "oax", "axis" * 11, "x" * 45, "ämpel", "óut"])
+def test_misspelt_keywords_read_like_python(sk, wrong):
+    """CPython 3.13+ says "Did you mean 'axis'?" for a near name; a kernel says the same."""
+    x = f32(2, 2)
+    want = python_error(softmax, 1, **{wrong: 1})
+    with pytest.raises(TypeError) as e:
+        sk.softmax(x, **{wrong: x})
+    assert str(e.value) == want
+
+
 def test_arity_of_a_kernel_without_parameters(sk):
     assert sk.no_args() == 0
     with pytest.raises(TypeError) as e:
