@@ -11,7 +11,7 @@ VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
 VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/fixtures
 
 .PHONY: all build setup setup-debian venv build-venv demo test test-venv test-c test-python test-python-venv \
-        test-python-newer test-install bench bench-ir clean sanitize fuzz fuzz-build
+        newer test-python-newer test-install bench bench-ir clean sanitize fuzz fuzz-build
 SAN_BUILD    ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 300
@@ -59,41 +59,49 @@ test-python-venv:
 # The Python tests once more under the newest CPython 3.12+ the machine has (scripts/
 # newer_python.sh; DLX_NEWER_PYTHON picks one), in .venv-newer with numpy only: the paths
 # that differ from 3.11 (lib.k's slots, 3.13's type version tags). None there: said, skipped.
-NEWER_VENV  ?= .venv-newer
-NEWER_BUILD ?= build-newer
-test-python-newer: setup-debian
+NEWER_VENV   ?= .venv-newer
+NEWER_BUILD  ?= build-newer
+NEWER_PYTHON := $(CURDIR)/$(NEWER_VENV)/bin/python
+NEWER_RUN     = PYTHONPATH=$(CURDIR)/$(NEWER_BUILD)/fixtures DLX_BUILD_DIR=$(CURDIR)/$(NEWER_BUILD) $(NEWER_PYTHON)
+newer: setup-debian
 	@py=$$(bash scripts/newer_python.sh); \
-	if [ -z "$$py" ]; then echo "test-python-newer: skipped: no CPython 3.12+ on this machine"; exit 0; fi; \
+	if [ -z "$$py" ]; then echo "$(NEWER_VENV): skipped: no CPython 3.12+ on this machine"; \
+	  rm -rf $(NEWER_VENV); exit 0; fi; \
 	DLX_VENV_PYTHON=$$py bash scripts/setup_venv.sh $(CURDIR)/$(NEWER_VENV) $(CURDIR)/$(NEWER_BUILD) \
-	  $(CURDIR)/scripts/newer-requirements.txt && \
-	PYTHONPATH=$(CURDIR)/$(NEWER_BUILD)/fixtures DLX_BUILD_DIR=$(CURDIR)/$(NEWER_BUILD) \
-	  $(CURDIR)/$(NEWER_VENV)/bin/python -m pytest tests/python -q -p no:cacheprovider
+	  $(CURDIR)/scripts/newer-requirements.txt
+
+test-python-newer: newer
+	@if [ -x $(NEWER_PYTHON) ]; then $(NEWER_RUN) -m pytest tests/python -q -p no:cacheprovider; fi
 
 # The wheel, installed into a fresh venv, used from outside the tree (tests/install/run.sh).
 test-install:
 	bash tests/install/run.sh $(PYTHON) $(CURDIR)/$(BUILD)/install-test
 
-# Times per call (python -m dlx bench) under both interpreters; the peers' rows appear once
-# `make bench-ir` has built them for that interpreter.
+# Times per call (python -m dlx bench) under both interpreters, and .venv-newer's where there
+# is one; the peers' rows appear once `make bench-ir` has built them for that interpreter.
 PYTHON_PREFIX = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
-bench: build build-venv
+bench: build build-venv newer
 	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
 	PYTHONPATH=$(VENV_PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(VENV))) $(VENV_PYTHON) -m dlx bench
+	@if [ -x $(NEWER_PYTHON) ]; then echo "$(NEWER_RUN) -m dlx bench"; $(NEWER_RUN) -m dlx bench; fi
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
-# Debian's interpreter (torch 1.13 addon, numpy 1.24) and the venv (torch 2.13, numpy 2, tvm-ffi).
+# Debian's interpreter (torch 1.13 addon, numpy 1.24), the venv (torch 2.13, numpy 2, tvm-ffi)
+# and .venv-newer's where there is one (numpy 2 only; lib.k(...) specialized from 3.12 on).
 # nanobind is pinned in the venv; Debian's interpreter, which gets no pip packages, compiles
 # the venv's copy of its headers and sources (expanded after build-venv has made it).
 VENV_NANOBIND = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python*/site-packages/nanobind))
 # Each run ends with the issue's Ir budgets, met or not; a budget not met fails the target
 # (exit 3), after both interpreters have run.
-bench-ir: build build-venv
+bench-ir: build build-venv newer
 	status=0; \
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX)) \
 	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; \
 	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV)) \
 	  || status=$$?; \
+	if [ -x $(NEWER_PYTHON) ]; then $(NEWER_RUN) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(NEWER_VENV)) \
+	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; fi; \
 	exit $$status
 
 # ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the
