@@ -38,8 +38,8 @@ demo: build
 	PYTHONPATH=$(PYPATH) $(PYTHON) examples/demo.py
 
 # C tests once; the Python tests under Debian's interpreter (torch 1.13 and its addon,
-# numpy 1.24) and under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi);
-# the install test.
+# numpy 1.24), under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi) and
+# under the newest CPython 3.12+ there is (numpy 2); the install test.
 test: build build-venv
 	$(MAKE) --no-print-directory test-c test-python test-python-venv test-python-newer test-install
 
@@ -83,7 +83,8 @@ PYTHON_PREFIX = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
 bench: build build-venv newer
 	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
 	PYTHONPATH=$(VENV_PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(VENV))) $(VENV_PYTHON) -m dlx bench
-	@if [ -x $(NEWER_PYTHON) ]; then echo "$(NEWER_RUN) -m dlx bench"; $(NEWER_RUN) -m dlx bench; fi
+	@if [ -x $(NEWER_PYTHON) ]; then \
+	  DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(NEWER_VENV))) $(NEWER_RUN) -m dlx bench; fi
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
@@ -93,7 +94,7 @@ bench: build build-venv newer
 # the venv's copy of its headers and sources (expanded after build-venv has made it).
 VENV_NANOBIND = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python*/site-packages/nanobind))
 # Each run ends with the issue's Ir budgets, met or not; a budget not met fails the target
-# (exit 3), after both interpreters have run.
+# (exit 3), after every interpreter has run.
 bench-ir: build build-venv newer
 	status=0; \
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX)) \

@@ -388,12 +388,14 @@ def budgets(per):
     Torch's per-tensor budget is the addon's ('pta' rows where torch ships its own table,
     else 'pt', which then go through the addon); 'ahead of tvm-ffi' uses the default table."""
     out = []
-    zero = per.get(("dlx", "0")) and per[("dlx", "0")] - per[("bare", "0")]
-    if zero:
+    zero = None
+    if ("dlx", "0") in per and ("bare", "0") in per:
+        zero = per[("dlx", "0")] - per[("bare", "0")]
+    if zero is not None:
         out.append((f"0-argument call over bare <= {BUDGET['0 args']}", f"{zero:.0f}",
                     zero <= BUDGET["0 args"]))
     for kind, name in (("int3", "int"), ("float3", "float")):
-        if zero and per.get(("dlx", kind)):
+        if zero is not None and per.get(("dlx", kind)):
             v = (per[("dlx", kind)] - per[("bare", kind)] - zero) / 3
             out.append((f"Python {name} per scalar over the 0-arg call <= {BUDGET['scalar']}",
                         f"{v:.1f}", v <= BUDGET["scalar"]))
@@ -445,7 +447,7 @@ def report(counts, pending, out, notes=()):
         cells = [per.get((impl, kind)) for impl in impls]
         print(f"{label(kind):18s}" + "".join(f"{(v - bare) / n:10.1f}" if v else f"{'-':>10s}"
                                              for v in cells))
-    print("marginal Ir per extra tensor (between successive rows):")
+    print("marginal Ir per extra tensor over the bare call (between successive rows):")
     for fw in ("np", "pt", "pta"):
         for impl in impls:
             marg = steps(per, impl, fw)

@@ -7,7 +7,10 @@ if [ -n "${DLX_NEWER_PYTHON:-}" ]; then echo "$DLX_NEWER_PYTHON"; exit 0; fi
 cands=()
 for minor in 14 13 12; do
   cands+=("$(command -v "python3.$minor" 2>/dev/null)")
-  for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3."$minor".*/bin/python3."$minor"; do cands+=("$p"); done
+  # pyenv's, highest patch release first (a glob sorts 3.13.10 before 3.13.9)
+  while IFS= read -r p; do cands+=("$p"); done < <(
+    ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3."$minor".*/bin/python3."$minor" 2>/dev/null |
+    sort -rV)
 done
 for p in "${cands[@]}"; do
   [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys, venv; assert sys.version_info >= (3, 12)' \

@@ -22,13 +22,22 @@ stamp=$venv/.dlx-requirements.sha256
 # (pip warns about every package the machine's local indexes lack: not news)
 quiet_pip() { "$venv/bin/python" -m pip "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
 
+# A venv made from another interpreter than the base asked for now (DLX_VENV_PYTHON changed,
+# a newer CPython appeared) is made anew, and so is its build, compiled for the old one.
+ident='import sys; print(sys.base_prefix, sys.version)'
+if [ -x "$venv/bin/python" ] &&
+   [ "$("$venv/bin/python" -c "$ident" 2>/dev/null)" != "$("$base" -c "$ident")" ]; then
+  echo "setup: $venv was made from another interpreter than $base: making it anew" >&2
+  rm -rf "$venv" "$build"
+fi
 want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$venv/bin/python" -c '' 2>/dev/null; then
   if ! "$venv/bin/python" -c '' 2>/dev/null; then  # absent, or its base interpreter is gone
     echo "setup: creating $venv from $(command -v "$base") ($("$base" --version))" >&2
     "$base" -m venv --clear "$venv"
   fi
-  echo "setup: installing $req into $venv (torch comes from the local CPU wheel)" >&2
+  echo "setup: installing $req into $venv$(grep -q '^torch==' "$req" &&
+    echo ' (torch comes from the local CPU wheel)')" >&2
   quiet_pip install -q --disable-pip-version-check -r "$req"
   echo "$want" >"$stamp"
 fi

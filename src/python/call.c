@@ -448,11 +448,13 @@ static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t
                      PyObject *kwnames, PyObject **bound) {
   const dlx_sig *sig = k->sig;
   int32_t np = sig->nparams;
-  if (nargs > np) return too_many_positional(k, nargs);
+  /* As a def: the keywords are checked before a surplus of positional arguments is, so
+   * that the first error is the one the interpreter would give. */
+  int32_t npos = nargs > np ? np : (int32_t)nargs;
   /* which parameters are bound, a bit each (at most DLX_MAX_ARGS = 64) */
   _Static_assert(DLX_MAX_ARGS <= 64, "one bit per parameter");
-  uint64_t have = nargs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << nargs) - 1;
-  for (int32_t i = 0; i < nargs; ++i) bound[i] = args[i];
+  uint64_t have = npos >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << npos) - 1;
+  for (int32_t i = 0; i < npos; ++i) bound[i] = args[i];
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   PyObject *const *kwvalues = args + nargs;
   for (Py_ssize_t j = 0; j < nkw; ++j) {
@@ -467,6 +469,7 @@ static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t
     have |= (uint64_t)1 << at;
     bound[at] = kwvalues[j];
   }
+  if (nargs > np) return too_many_positional(k, nargs);
   int lacking = 0;
   for (int32_t i = (int32_t)nargs; i < np; ++i) /* those before are bound by position */
     if (!(have >> i & 1) && !(bound[i] = k->defaults[i])) lacking = 1;

@@ -49,6 +49,11 @@ def no_args():
     ((1,), {"x": 1}),
     ((), {"out": 1}),
     ((1, 2, 3), {"out": 1}),
+    # a surplus of positional arguments is reported after the keywords' errors, as a def's
+    ((1, 2, 3, 4), {"axes": 1}),
+    ((1, 2, 3, 4), {"x": 1}),
+    ((1, 2, 3, 4), {"out": 1}),
+    ((1, 2), {"out": 1, "zz": 1}),
 ])
 def test_arity_errors_read_like_python(sk, args, kwargs):
     x = f32(2, 2)
