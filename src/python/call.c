@@ -443,33 +443,47 @@ static __attribute__((cold)) int unexpected_keyword(const dlx_kernel_info *k, Py
   return -1;
 }
 
-/* Positional and keyword arguments -> bound[nparams] in declared order (borrowed). */
-static int bind_args(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
-                     PyObject *kwnames, PyObject **bound) {
+static __attribute__((cold)) int multiple_values(const dlx_kernel_info *k, int32_t at) {
+  PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name,
+               dlx_sig_param_name(k->sig, at));
+  return -1;
+}
+
+/* More positional arguments than parameters: as a def, the keywords' errors come first
+ * (every parameter is bound by position, so any keyword naming one is given twice). */
+static __attribute__((cold)) int surplus_positional(const dlx_kernel_info *k, Py_ssize_t nargs,
+                                                    PyObject *kwnames) {
+  if (kwnames && PyTuple_GET_SIZE(kwnames) > 0) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, 0);
+    int32_t at = keyword_index(k, k->sig->nparams, 0, key);
+    return at < 0 ? unexpected_keyword(k, key) : multiple_values(k, at);
+  }
+  return too_many_positional(k, nargs);
+}
+
+/* Positional and keyword arguments -> bound[nparams] in declared order (borrowed). Out of
+ * line: a call giving every parameter by position never comes here (inlined, it cost that
+ * call ~10 Ir of register shuffling). */
+static __attribute__((noinline)) int bind_args(const dlx_kernel_info *k,
+                                               PyObject *const *args, Py_ssize_t nargs,
+                                               PyObject *kwnames, PyObject **bound) {
   const dlx_sig *sig = k->sig;
   int32_t np = sig->nparams;
-  /* As a def: the keywords are checked before a surplus of positional arguments is, so
-   * that the first error is the one the interpreter would give. */
-  int32_t npos = nargs > np ? np : (int32_t)nargs;
+  if (nargs > np) return surplus_positional(k, nargs, kwnames);
   /* which parameters are bound, a bit each (at most DLX_MAX_ARGS = 64) */
   _Static_assert(DLX_MAX_ARGS <= 64, "one bit per parameter");
-  uint64_t have = npos >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << npos) - 1;
-  for (int32_t i = 0; i < npos; ++i) bound[i] = args[i];
+  uint64_t have = nargs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << nargs) - 1;
+  for (int32_t i = 0; i < nargs; ++i) bound[i] = args[i];
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   PyObject *const *kwvalues = args + nargs;
   for (Py_ssize_t j = 0; j < nkw; ++j) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, j);
     int32_t at = keyword_index(k, np, (int32_t)(nargs + j), key);
     if (at < 0) return unexpected_keyword(k, key);
-    if (have >> at & 1) {
-      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name,
-                   dlx_sig_param_name(sig, at));
-      return -1;
-    }
+    if (have >> at & 1) return multiple_values(k, at);
     have |= (uint64_t)1 << at;
     bound[at] = kwvalues[j];
   }
-  if (nargs > np) return too_many_positional(k, nargs);
   int lacking = 0;
   for (int32_t i = (int32_t)nargs; i < np; ++i) /* those before are bound by position */
     if (!(have >> i & 1) && !(bound[i] = k->defaults[i])) lacking = 1;
