@@ -12,10 +12,10 @@
 
 #include "dlx_py.h"
 
-#include "dlx_addon_build.h"
+#include "dlx_locked_build.h"
 #include "dlx_backend.h"
-#include "dlx_build_args.h"
-#include "dlx_cache.h"
+#include "dlx_addon_args.h"
+#include "dlx_cache_dir.h"
 #include "dlx_hint.h"
 #include "dlx_identity.h"
 #include "dlx_seal.h"

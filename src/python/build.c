@@ -10,11 +10,11 @@
 
 #include "dlx_py.h"
 
-#include "dlx_build_manifest.h"
-#include "dlx_cache.h"
-#include "dlx_compile.h"
+#include "dlx_build_record.h"
+#include "dlx_cache_dir.h"
+#include "dlx_compile_command.h"
 #include "dlx_kernel_build.h"
-#include "dlx_user_build.h"
+#include "dlx_build_plan.h"
 
 /* A tuple of str as borrowed UTF-8 (PyMem_Free the array; the tuple keeps the text). */
 static int strs_of(PyObject *tuple, dlx_strs *out, const char ***owned) {

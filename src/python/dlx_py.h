@@ -273,7 +273,7 @@ int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out);
 int dlx_library_init(PyObject *module);
 PyObject *dlx_load(PyObject *self, PyObject *path);
 /* The library open (and checked) as *fd, loaded through that descriptor, shown as
- * `shown`. The descriptor stays open with the library (dlx_cache.h says why); it may
+ * `shown`. The descriptor stays open with the library (dlx_cache_dir.h says why); it may
  * have been moved to another number. */
 PyObject *dlx_load_fd(int *fd, PyObject *shown);
 

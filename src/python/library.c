@@ -25,7 +25,7 @@
 
 #include <structmember.h>
 
-#include "dlx_cache.h"
+#include "dlx_cache_dir.h"
 #include "dlx_core.h"
 
 typedef struct {

@@ -22,7 +22,8 @@
 
 #include <cmocka.h>
 
-#include "dlx_cache.h"
+#include "dlx_cache_dir.h"
+#include "dlx_cache_lock.h"
 #include "dlx_seal.h"
 
 static char root[256];

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "dlx_compile.h"
+#include "dlx_compile_command.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);

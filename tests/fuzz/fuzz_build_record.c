@@ -3,7 +3,7 @@
  * formatted again from what was parsed. */
 #include <string.h>
 
-#include "dlx_build_manifest.h"
+#include "dlx_build_record.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

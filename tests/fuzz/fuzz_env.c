@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "dlx_backend.h"
-#include "dlx_cache.h"
-#include "dlx_compile.h"
+#include "dlx_cache_dir.h"
+#include "dlx_compile_command.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,5 +1,5 @@
-/* dlx_build_manifest.c - write and read a build's record. */
-#include "dlx_build_manifest.h"
+/* dlx_build_record.c - write and read a build's record. */
+#include "dlx_build_record.h"
 
 #include <stdio.h>
 #include <stdlib.h>

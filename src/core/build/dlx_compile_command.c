@@ -1,5 +1,5 @@
-/* dlx_compile.c - compiler command lines and running them with captured output. */
-#include "dlx_compile.h"
+/* dlx_compile_command.c - compiler command lines and running them with captured output. */
+#include "dlx_compile_command.h"
 #include "dlx_core.h"
 
 #include <errno.h>

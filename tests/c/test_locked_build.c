@@ -1,4 +1,4 @@
-/* dlx_addon_build.c: lock, keep a valid library, rebuild a known-bad one, publish
+/* test_locked_build.c - dlx_locked_build.c: lock, keep a valid library, rebuild a known-bad one, publish
  * sealed, surface compiler output. The "compiler" is a shell one-liner that copies a
  * real ELF to its -o argument, so no C++ toolchain time is spent. */
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "dlx_addon_build.h"
+#include "dlx_locked_build.h"
 #include "dlx_seal.h"
 
 /* Copies /bin/true to the path after -o and counts runs in $dir/runs. */

@@ -1,5 +1,5 @@
-/* dlx_user_build.c - languages, compilers, command lines, CUDA architecture, cache keys. */
-#include "dlx_user_build.h"
+/* dlx_build_plan.c - languages, compilers, command lines, CUDA architecture, cache keys. */
+#include "dlx_build_plan.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dlx_compile.h"
+#include "dlx_compile_command.h"
 #include "dlx_core.h"
 #include "dlx_identity.h"
 

@@ -1,16 +1,16 @@
 /*
- * dlx_build_manifest.h - what a cached kernel library was built from, written beside it
+ * dlx_build_record.h - what a cached kernel library was built from, written beside it
  * ("<name>-<key1>.build"): the sources, every header the compile read with its digest,
  * the compilers (with a stat signature that says their recorded version still holds),
  * and the commands. The warm path reads it to re-check the headers without running a
  * compiler; `python -m dlx cache list` shows it. Read back as untrusted text.
  */
-#ifndef DLX_BUILD_MANIFEST_H_
-#define DLX_BUILD_MANIFEST_H_
+#ifndef DLX_BUILD_RECORD_H_
+#define DLX_BUILD_RECORD_H_
 
 #include <stddef.h>
 
-#include "dlx_user_build.h"
+#include "dlx_build_plan.h"
 
 typedef struct dlx_manifest_tool {
   const char *path;           /* resolved compiler path; NULL: that language unused */
@@ -49,4 +49,4 @@ void dlx_manifest_free(dlx_manifest *m);
 /* 1 when s is 64 lowercase hex digits. */
 int dlx_is_digest(const char *s);
 
-#endif /* DLX_BUILD_MANIFEST_H_ */
+#endif /* DLX_BUILD_RECORD_H_ */

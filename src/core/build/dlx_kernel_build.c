@@ -14,13 +14,14 @@
 #include <unistd.h>
 
 #include "dlx/dlx.h"
-#include "dlx_addon_build.h"
-#include "dlx_build_manifest.h"
-#include "dlx_cache.h"
-#include "dlx_compile.h"
+#include "dlx_build_record.h"
+#include "dlx_cache_dir.h"
+#include "dlx_cache_lock.h"
+#include "dlx_compile_command.h"
 #include "dlx_core.h"
 #include "dlx_depfile.h"
 #include "dlx_identity.h"
+#include "dlx_locked_build.h"
 #include "dlx_seal.h"
 
 #define MAX_SOURCES 256

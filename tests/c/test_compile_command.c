@@ -1,4 +1,4 @@
-/* test_compile.c - shell splitting, the compiler command line, and running a
+/* test_compile_command.c - shell splitting, the compiler command line, and running a
  * program with its output captured. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "dlx_compile.h"
+#include "dlx_compile_command.h"
 
 static char err[1024];
 

@@ -1,8 +1,8 @@
-/* fuzz_build_args.c - `python -m dlx build-addon` words: the first byte picks the
+/* fuzz_addon_args.c - `python -m dlx build-addon` words: the first byte picks the
  * platform, the rest are NUL-separated words. */
 #include <string.h>
 
-#include "dlx_build_args.h"
+#include "dlx_addon_args.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,15 +1,18 @@
 /*
- * dlx_addon_build.h - build one addon library into its final place, safely with
- * any number of concurrent builders: under a file lock, into a temp file in the
- * same folder, published by an atomic rename.
+ * dlx_locked_build.h - build one library into its final place, safely with any
+ * number of concurrent builders: under a file lock, into a temp file in the same
+ * folder, sealed, published by an atomic rename. The addon's build is this step
+ * whole (dlx_addon_build); dlx.build (dlx_kernel_build.c) uses its lock and compiler
+ * step.
  */
-#ifndef DLX_ADDON_BUILD_H_
-#define DLX_ADDON_BUILD_H_
+#ifndef DLX_LOCKED_BUILD_H_
+#define DLX_LOCKED_BUILD_H_
 
 #include <stdint.h>
 
-#include "dlx_cache.h"
-#include "dlx_compile.h"
+#include "dlx_cache_dir.h"
+#include "dlx_cache_lock.h"
+#include "dlx_compile_command.h"
 
 typedef struct dlx_build_result {
   int built;    /* 1: this call compiled it; 0: a valid library was already there */
@@ -42,4 +45,4 @@ int dlx_build_lock(const char *final_path, const char *lock_path, double timeout
 int dlx_build_step(char *const *argv, double timeout_s, void (*tick)(void *ctx), void *ctx,
                    char **output, int *status, char *err, size_t errlen);
 
-#endif /* DLX_ADDON_BUILD_H_ */
+#endif /* DLX_LOCKED_BUILD_H_ */

@@ -1,11 +1,11 @@
 /*
- * dlx_user_build.h - the decisions of dlx.build (kernels from C, C++ or CUDA sources):
+ * dlx_build_plan.h - the decisions of dlx.build (kernels from C, C++ or CUDA sources):
  * which language a file is, which compiler builds it, the exact command lines, the CUDA
  * architecture, and the cache key and file names. Pure functions over plain values; the
  * facts (environment, files, compiler versions) are gathered by dlx_kernel_build.c.
  */
-#ifndef DLX_USER_BUILD_H_
-#define DLX_USER_BUILD_H_
+#ifndef DLX_BUILD_PLAN_H_
+#define DLX_BUILD_PLAN_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -126,4 +126,4 @@ int dlx_build_inline_name(const char *name, dlx_lang lang, const char *digest, c
  * each line ending in '\n'. Returns the number of lines copied. */
 int dlx_first_errors(const char *output, int max_lines, char *out, size_t outlen);
 
-#endif /* DLX_USER_BUILD_H_ */
+#endif /* DLX_BUILD_PLAN_H_ */

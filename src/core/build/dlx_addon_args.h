@@ -1,9 +1,9 @@
 /*
- * dlx_build_args.h - the arguments of `python -m dlx build-addon`, parsed in C
+ * dlx_addon_args.h - the arguments of `python -m dlx build-addon`, parsed in C
  * so the rules (one backend option, torch_npu only on Linux) live in one place.
  */
-#ifndef DLX_BUILD_ARGS_H_
-#define DLX_BUILD_ARGS_H_
+#ifndef DLX_ADDON_ARGS_H_
+#define DLX_ADDON_ARGS_H_
 
 #include <stddef.h>
 
@@ -25,4 +25,4 @@ typedef struct dlx_build_args {
 int dlx_build_args_parse(int argc, const char *const *argv, dlx_platform platform,
                          dlx_build_args *out, char *err, size_t errlen);
 
-#endif /* DLX_BUILD_ARGS_H_ */
+#endif /* DLX_ADDON_ARGS_H_ */

@@ -1,5 +1,5 @@
-/* dlx_addon_build.c - lock, check, compile to a temp file, publish atomically. */
-#include "dlx_addon_build.h"
+/* dlx_locked_build.c - lock, check, compile to a temp file, publish atomically. */
+#include "dlx_locked_build.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dlx_cache.h"
+#include "dlx_cache_dir.h"
 #include "dlx_seal.h"
 
 /* A trusted, whole file is there and it is not the one the caller failed to load:

@@ -1,10 +1,10 @@
 /*
- * dlx_compile.h - building the torch addon: the compiler command line (pure, so
+ * dlx_compile_command.h - building the torch addon: the compiler command line (pure, so
  * it is tested word by word) and running it with its output captured (so a
  * failed build can show the compiler's own words).
  */
-#ifndef DLX_COMPILE_H_
-#define DLX_COMPILE_H_
+#ifndef DLX_COMPILE_COMMAND_H_
+#define DLX_COMPILE_COMMAND_H_
 
 #include <stddef.h>
 
@@ -89,4 +89,4 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
 #define DLX_BUILD_TIMEOUT_DEFAULT 600.0
 int dlx_build_timeout_parse(const char *value, double *seconds_out, char *err, size_t errlen);
 
-#endif /* DLX_COMPILE_H_ */
+#endif /* DLX_COMPILE_COMMAND_H_ */

@@ -1,5 +1,5 @@
-/* dlx_build_args.c - `build-addon` argument parsing. */
-#include "dlx_build_args.h"
+/* dlx_addon_args.c - `build-addon` argument parsing. */
+#include "dlx_addon_args.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /*
  * dlx_kernel_build.h - dlx.build: kernel libraries from C, C++ and CUDA sources in the
  * trusted cache (<cache>/kernels). The facts (compilers found in PATH, file digests, the
- * build record) are gathered here; the decisions are dlx_user_build.h's; the lock, the
- * compiler runs, sealing and publishing are the addon build's (dlx_addon_build.h).
+ * build record) are gathered here; the decisions are dlx_build_plan.h's; the lock, the
+ * compiler runs, sealing and publishing are the locked build step's (dlx_locked_build.h).
  *
  * Warm path: resolve and stat the compilers, hash the sources, read the build record,
  * hash every header it lists, open the library checked (owner, mode, seal). No process
@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "dlx_user_build.h"
+#include "dlx_build_plan.h"
 
 typedef struct dlx_kernel_build_spec {
   const char *cache_dir; /* created and checked like the addon's; libraries go in kernels/ */

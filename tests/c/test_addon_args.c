@@ -1,4 +1,4 @@
-/* test_build_args.c - `python -m dlx build-addon` argument rules. */
+/* test_addon_args.c - `python -m dlx build-addon` argument rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "dlx_build_args.h"
+#include "dlx_addon_args.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

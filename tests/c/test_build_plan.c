@@ -1,4 +1,4 @@
-/* test_user_build.c - dlx.build's decisions: languages, compilers, command lines, CUDA
+/* test_build_plan.c - dlx.build's decisions: languages, compilers, command lines, CUDA
  * architecture, cache keys and names, first errors; the dependency-file parser and the
  * build record (format and strict parse). */
 #include <setjmp.h>
@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "dlx_build_manifest.h"
-#include "dlx_compile.h"
+#include "dlx_build_record.h"
+#include "dlx_compile_command.h"
 #include "dlx_depfile.h"
-#include "dlx_user_build.h"
+#include "dlx_build_plan.h"
 
 static char err[1024];
 
