@@ -275,6 +275,127 @@ int dlx_run_capture_timeout(char *const *argv, double timeout_s, char **output_o
                                  timed_out_out, err, errlen);
 }
 
+/* The child, between fork and exec: async-signal-safe calls only. Its own process group,
+ * so a timeout kills the compiler's children (cc1plus, as, ld) with it. Never returns. */
+static _Noreturn void exec_child(char *const *argv, char **cand, int ncand, int out_w,
+                                 int report_w) {
+  (void)setpgid(0, 0);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0) {
+    int e = errno;
+    (void)!write(report_w, &e, sizeof e);
+    _exit(127);
+  }
+#ifdef CLOSE_RANGE_CLOEXEC
+  /* Like subprocess's close_fds: the compiler gets only 0-2, so it cannot hold
+   * someone else's pipe open. Marked, not closed, so `report` lives to exec. */
+  (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+#endif
+  /* Python sets SIGPIPE to ignored, which exec keeps; give the compiler
+   * default dispositions and an empty mask, as subprocess does. */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, NULL);
+  sigaction(SIGXFSZ, &dfl, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  /* execvp's rules: remember EACCES, skip "not here" errors, stop on others */
+  int e = ENOENT, seen_eacces = 0;
+  for (int i = 0; i < ncand; ++i) {
+    execve(cand[i], argv, environ);
+    e = errno;
+    if (e == EACCES) seen_eacces = 1;
+    else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV && e != ETIMEDOUT)
+      break;
+  }
+  if (seen_eacces && (e == ENOENT || e == ENOTDIR)) e = EACCES;
+  (void)!write(report_w, &e, sizeof e);
+  _exit(127);
+}
+
+/* The program's output: at most the last DLX_CAPTURE_CAP bytes, read into a window twice
+ * that size that slides when it fills. */
+typedef struct capture {
+  char *buf; /* cap + 1 bytes */
+  size_t cap, len;
+  unsigned long long dropped;
+} capture;
+
+/* Reads `fd` until EOF (or a read error, which only shortens the text) or the deadline:
+ * 1 when the deadline passed, else 0. `tick` runs about 4 times a second. */
+static int capture_read(capture *c, int fd, double timeout_s, const struct timespec *t0,
+                        void (*tick)(void *ctx), void *ctx) {
+  for (;;) {
+    if (c->len == c->cap) {
+      memmove(c->buf, c->buf + (c->cap - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
+      c->dropped += c->cap - DLX_CAPTURE_CAP;
+      c->len = DLX_CAPTURE_CAP;
+    }
+    int wait_ms = ms_left(timeout_s, t0);
+    if (wait_ms == 0) return 1;
+    if (tick && (wait_ms < 0 || wait_ms > 250)) wait_ms = 250;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, wait_ms);
+    if (tick) tick(ctx);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) continue; /* the deadline is checked above */
+    if (pr < 0) return 0;
+    ssize_t r = read(fd, c->buf + c->len, c->cap - c->len);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) return 0;
+    c->len += (size_t)r;
+  }
+}
+
+/* The last DLX_CAPTURE_CAP bytes, after a note of how many were dropped, NUL-terminated. */
+static void capture_finish(capture *c) {
+  if (c->len > DLX_CAPTURE_CAP) {
+    c->dropped += c->len - DLX_CAPTURE_CAP;
+    memmove(c->buf, c->buf + (c->len - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
+    c->len = DLX_CAPTURE_CAP;
+  }
+  if (c->dropped) {
+    char head[64];
+    int hn = snprintf(head, sizeof head, "[... %llu bytes dropped ...]\n", c->dropped);
+    /* The window is 2*cap+1 bytes and now holds cap: room for the note in place. */
+    memmove(c->buf + hn, c->buf, c->len);
+    memcpy(c->buf, head, (size_t)hn);
+    c->len += (size_t)hn;
+  }
+  c->buf[c->len] = '\0';
+}
+
+/* Reaps `pid`. Its output has closed, but it may still run (it closed its stdout, or a
+ * child of it holds it): kept to the same deadline, then killed with its group (and so
+ * is one that *timed_out already). The waitpid result; *status its status. */
+static pid_t reap(pid_t pid, int started, double timeout_s, const struct timespec *t0,
+                  void (*tick)(void *ctx), void *ctx, int *timed_out, int *status) {
+  pid_t w = 0;
+  while (!*timed_out && started) {
+    w = waitpid(pid, status, timeout_s > 0 ? WNOHANG : 0);
+    if (w < 0 && errno == EINTR) continue;
+    if (w != 0) break;
+    if (ms_left(timeout_s, t0) == 0) {
+      *timed_out = 1;
+      break;
+    }
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    if (tick) tick(ctx);
+  }
+  if (*timed_out) {
+    kill(-pid, SIGKILL); /* the whole group: the compiler and what it started */
+    kill(pid, SIGKILL);  /* in case it left the group */
+  }
+  if (*timed_out || !started) {
+    do w = waitpid(pid, status, 0);
+    while (w < 0 && errno == EINTR);
+  }
+  return w;
+}
+
 int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(void *ctx),
                             void *ctx, char **output_out, int *exit_status_out,
                             int *timed_out_out, char *err, size_t errlen) {
@@ -283,14 +404,11 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   if (timed_out_out) *timed_out_out = 0;
   if (!argv || !argv[0] || !argv[0][0]) return dlx_set_err(err, errlen, "run: no program given");
 
-  /* Keep at most the last DLX_CAPTURE_CAP bytes: read into a window twice that
-   * size and slide when it fills. Allocated first, so -1 means "not started". */
-  size_t cap = 2 * DLX_CAPTURE_CAP, len = 0;
-  unsigned long long dropped = 0;
-  char *buf = malloc(cap + 1);
+  /* Allocated first, so -1 means "not started". */
+  capture c = {malloc(2 * DLX_CAPTURE_CAP + 1), 2 * DLX_CAPTURE_CAP, 0, 0};
   char **cand = exec_candidates(argv[0]);
   int out[2] = {-1, -1}, report[2] = {-1, -1};
-  if (!buf || !cand) {
+  if (!c.buf || !cand) {
     dlx_set_err(err, errlen, "run '%s': out of memory", argv[0]);
     goto fail;
   }
@@ -311,44 +429,7 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
     dlx_set_err(err, errlen, "run '%s': fork: %s", argv[0], strerror(errno));
     goto fail;
   }
-  if (pid == 0) {
-    /* child: async-signal-safe calls only. Its own process group, so a timeout
-     * kills the compiler's children (cc1plus, as, ld) with it. */
-    (void)setpgid(0, 0);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) {
-      int e = errno;
-      (void)!write(report[1], &e, sizeof e);
-      _exit(127);
-    }
-#ifdef CLOSE_RANGE_CLOEXEC
-    /* Like subprocess's close_fds: the compiler gets only 0-2, so it cannot hold
-     * someone else's pipe open. Marked, not closed, so `report` lives to exec. */
-    (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-#endif
-    /* Python sets SIGPIPE to ignored, which exec keeps; give the compiler
-     * default dispositions and an empty mask, as subprocess does. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigaction(SIGPIPE, &dfl, NULL);
-    sigaction(SIGXFSZ, &dfl, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    /* execvp's rules: remember EACCES, skip "not here" errors, stop on others */
-    int e = ENOENT, seen_eacces = 0;
-    for (int i = 0; i < ncand; ++i) {
-      execve(cand[i], argv, environ);
-      e = errno;
-      if (e == EACCES) seen_eacces = 1;
-      else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV && e != ETIMEDOUT)
-        break;
-    }
-    if (seen_eacces && (e == ENOENT || e == ENOTDIR)) e = EACCES;
-    (void)!write(report[1], &e, sizeof e);
-    _exit(127);
-  }
+  if (pid == 0) exec_child(argv, cand, ncand, out[1], report[1]);
   /* Also from here, so the group exists before any kill (whichever runs first
    * wins; EACCES after the child's exec is harmless). */
   (void)setpgid(pid, pid);
@@ -367,57 +448,12 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   int started = r == 0; /* EOF: the exec closed the pipe */
   int have_errno = r == (ssize_t)sizeof exec_errno;
 
-  int timed_out = 0;
-  for (;;) {
-    if (len == cap) {
-      memmove(buf, buf + (cap - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
-      dropped += cap - DLX_CAPTURE_CAP;
-      len = DLX_CAPTURE_CAP;
-    }
-    int wait_ms = ms_left(timeout_s, &t0);
-    if (wait_ms == 0) {
-      timed_out = 1;
-      break;
-    }
-    if (tick && (wait_ms < 0 || wait_ms > 250)) wait_ms = 250; /* ticks ~4 times a second */
-    struct pollfd pfd = {out[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, wait_ms);
-    if (tick) tick(ctx);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) continue; /* the deadline is checked above */
-    if (pr < 0) break;
-    r = read(out[0], buf + len, cap - len);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (r <= 0) break; /* EOF; a read error only shortens the captured text */
-    len += (size_t)r;
-  }
+  int timed_out = capture_read(&c, out[0], timeout_s, &t0, tick, ctx);
   close(out[0]);
   out[0] = -1;
 
   int status = 0;
-  pid_t w = 0;
-  /* The output closed; the program may still run (it closed its stdout, or a
-   * child of it holds it): keep to the same deadline. */
-  while (!timed_out && started) {
-    w = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
-    if (w < 0 && errno == EINTR) continue;
-    if (w != 0) break;
-    if (ms_left(timeout_s, &t0) == 0) {
-      timed_out = 1;
-      break;
-    }
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    nanosleep(&nap, NULL);
-    if (tick) tick(ctx);
-  }
-  if (timed_out) {
-    kill(-pid, SIGKILL); /* the whole group: the compiler and what it started */
-    kill(pid, SIGKILL);  /* in case it left the group */
-  }
-  if (timed_out || !started) {
-    do w = waitpid(pid, &status, 0);
-    while (w < 0 && errno == EINTR);
-  }
+  pid_t w = reap(pid, started, timeout_s, &t0, tick, ctx, &timed_out, &status);
   if (!started) {
     dlx_set_err(err, errlen, "cannot run '%s': %s", argv[0],
             have_errno ? strerror(exec_errno) : "exec failed");
@@ -431,22 +467,8 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
                      : WIFEXITED(status)   ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : -1;
-
-  if (len > DLX_CAPTURE_CAP) {
-    dropped += len - DLX_CAPTURE_CAP;
-    memmove(buf, buf + (len - DLX_CAPTURE_CAP), DLX_CAPTURE_CAP);
-    len = DLX_CAPTURE_CAP;
-  }
-  if (dropped) {
-    char head[64];
-    int hn = snprintf(head, sizeof head, "[... %llu bytes dropped ...]\n", dropped);
-    /* The window is 2*cap+1 bytes and now holds cap: room for the note in place. */
-    memmove(buf + hn, buf, len);
-    memcpy(buf, head, (size_t)hn);
-    len += (size_t)hn;
-  }
-  buf[len] = '\0';
-  *output_out = buf;
+  capture_finish(&c);
+  *output_out = c.buf;
   if (timed_out) {
     if (timed_out_out) *timed_out_out = 1;
     return dlx_set_err(err, errlen,
@@ -465,6 +487,6 @@ fail:
     while (cand[n]) ++n;
     dlx_argv_free(cand, n);
   }
-  free(buf);
+  free(c.buf);
   return -1;
 }

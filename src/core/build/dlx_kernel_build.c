@@ -638,40 +638,58 @@ static void remove_tree(const char *dir) {
   rmdir(dir);
 }
 
-static int cold(build *b) {
-  const dlx_kernel_build_spec *s = b->s;
-  dlx_kernel_build_result *res = b->res;
-  int rc = -1;
-  char work[4400] = "", temp[4400] = "";
-  char *objs[MAX_SOURCES] = {0};
-  deps d = {0};
-  d.b = b;
-  char **argv = NULL;
-  int argc = 0;
-  char *record = NULL;
+/* What the cold build holds until it is done: the work folder, the objects, the headers
+ * read, the commands run (for the record), the temp library. */
+typedef struct cold_build {
+  build *b;
+  char work[4400], temp[4400];
+  char *objs[MAX_SOURCES];
+  deps d;
   const char *commands[MAX_SOURCES + 1];
-  char *joined[MAX_SOURCES + 1] = {0};
-  size_t n_joined = 0;
-  if (!getcwd(d.cwd, sizeof d.cwd)) {
-    dlx_set_err(b->err, b->errlen, "cannot read the current folder: %s", strerror(errno));
-    goto done;
-  }
-  if (versions(b)) goto done;
+  char *joined[MAX_SOURCES + 1];
+  size_t n_joined;
+  char lib[256];
+} cold_build;
+
+/* Runs one compiler command, kept for the record (argv is freed). */
+static int run_step(cold_build *c, char **argv, int argc, const char *what) {
+  c->joined[c->n_joined] = dlx_argv_join(argv);
+  c->commands[c->n_joined] = c->joined[c->n_joined] ? c->joined[c->n_joined] : "";
+  ++c->n_joined;
+  int rc = step(c->b, argv, what);
+  dlx_argv_free(argv, argc);
+  return rc;
+}
+
+/* The compilers' versions, the inline source written, a private work folder. */
+static int cold_prepare(cold_build *c) {
+  build *b = c->b;
+  const dlx_kernel_build_spec *s = b->s;
+  if (!getcwd(c->d.cwd, sizeof c->d.cwd))
+    return dlx_set_err(b->err, b->errlen, "cannot read the current folder: %s", strerror(errno));
+  if (versions(b)) return -1;
   if (s->inline_text) {
     size_t have_len;
     char *have = read_at(AT_FDCWD, b->src[0], MAX_HASHED, 1, &have_len, NULL);
     int same = have && have_len == s->inline_len && !memcmp(have, s->inline_text, have_len);
     free(have);
     if (!same && write_file(b->src[0], s->inline_text, s->inline_len, 0600, b->err, b->errlen))
-      goto done;
+      return -1;
   }
-  if (!fits(snprintf(work, sizeof work, "%s/.work-%s-XXXXXX", b->kdir, b->s->name),
-            sizeof work) || !mkdtemp(work)) {
+  if (!fits(snprintf(c->work, sizeof c->work, "%s/.work-%s-XXXXXX", b->kdir, s->name),
+            sizeof c->work) || !mkdtemp(c->work)) {
     dlx_set_err(b->err, b->errlen, "cannot make a work folder in %s: %s", b->kdir,
                 strerror(errno));
-    work[0] = '\0';
-    goto done;
+    c->work[0] = '\0';
+    return -1;
   }
+  return 0;
+}
+
+/* Each source to an object in the work folder; every header it read into c->d. */
+static int compile_units(cold_build *c) {
+  build *b = c->b;
+  const dlx_kernel_build_spec *s = b->s;
   const char *inc[1 + 4096];
   inc[0] = s->dlx_include_dir;
   for (size_t i = 0; i < s->include_dirs.n; ++i) inc[i + 1] = s->include_dirs.v[i];
@@ -679,77 +697,78 @@ static int cold(build *b) {
   for (size_t i = 0; i < b->n; ++i) {
     char obj[4600], dep[4600];
     const char *base = strrchr(b->src[i], '/');
-    if (!fits(snprintf(obj, sizeof obj, "%s/%zu-%s.o", work, i, base ? base + 1 : b->src[i]),
+    if (!fits(snprintf(obj, sizeof obj, "%s/%zu-%s.o", c->work, i, base ? base + 1 : b->src[i]),
               sizeof obj) ||
-        !fits(snprintf(dep, sizeof dep, "%s/%zu.d", work, i), sizeof dep)) {
-      dlx_set_err(b->err, b->errlen, "path too long");
-      goto done;
-    }
-    objs[i] = strdup(obj);
-    if (!objs[i]) {
-      dlx_set_err(b->err, b->errlen, "out of memory");
-      goto done;
-    }
+        !fits(snprintf(dep, sizeof dep, "%s/%zu.d", c->work, i), sizeof dep))
+      return dlx_set_err(b->err, b->errlen, "path too long");
+    c->objs[i] = strdup(obj);
+    if (!c->objs[i]) return dlx_set_err(b->err, b->errlen, "out of memory");
     dlx_unit_spec u = {b->langs[i], b->tools[b->langs[i]].cmd, b->src[i], obj, dep,
                        {inc, s->include_dirs.n + 1}, s->cflags, b->arch_flag};
-    if (dlx_unit_argv(&u, &argv, &argc, b->err, b->errlen)) goto done;
-    joined[n_joined] = dlx_argv_join(argv);
-    commands[n_joined] = joined[n_joined] ? joined[n_joined] : "";
-    ++n_joined;
-    if (step(b, argv, "compiling")) goto done;
-    dlx_argv_free(argv, argc);
-    argv = NULL;
+    char **argv = NULL;
+    int argc = 0;
+    if (dlx_unit_argv(&u, &argv, &argc, b->err, b->errlen)) return -1;
+    if (run_step(c, argv, argc, "compiling")) return -1;
     size_t len;
     char *text = read_at(AT_FDCWD, dep, MAX_RECORD, 1, &len, NULL);
     char derr[512];
-    if (!text || dlx_depfile_parse(text, len, dep_add, &d, derr, sizeof derr) < 0) {
+    if (!text || dlx_depfile_parse(text, len, dep_add, &c->d, derr, sizeof derr) < 0) {
       dlx_set_err(b->err, b->errlen,
                   "the compiler's dependency output %s: %s (the cache key needs every header "
                   "the source includes)",
                   dep, text ? derr : "missing");
       free(text);
-      goto done;
+      return -1;
     }
     free(text);
   }
-  if (d.n && record_absent(&d, s)) {
-    dlx_set_err(b->err, b->errlen, "out of memory");
-    goto done;
-  }
+  if (c->d.n && record_absent(&c->d, s)) return dlx_set_err(b->err, b->errlen, "out of memory");
+  return 0;
+}
+
+/* The full key (key1, the compilers' versions, the headers read) names the library; link
+ * the objects to a temp file beside it, seal it and rename it into place. */
+static int link_and_publish(cold_build *c) {
+  build *b = c->b;
+  const dlx_kernel_build_spec *s = b->s;
+  const deps *d = &c->d;
   const char *versions_d[DLX_LANG_COUNT] = {0};
   for (int l = 0; l < DLX_LANG_COUNT; ++l)
     if (b->used[l]) versions_d[l] = b->tools[l].vdigest;
-  char key2[65], lib[256];
-  const char **dd = malloc((d.n + 1) * sizeof *dd);
-  for (size_t i = 0; dd && i < d.n; ++i) dd[i] = d.digest[i];
-  int kbad = !dd || dlx_build_key2(b->key1, versions_d, d.n, (const char *const *)d.path, dd,
+  char key2[65];
+  const char **dd = malloc((d->n + 1) * sizeof *dd);
+  for (size_t i = 0; dd && i < d->n; ++i) dd[i] = d->digest[i];
+  int kbad = !dd || dlx_build_key2(b->key1, versions_d, d->n, (const char *const *)d->path, dd,
                                    key2) ||
-             dlx_build_lib_name(s->name, key2, lib, sizeof lib);
+             dlx_build_lib_name(s->name, key2, c->lib, sizeof c->lib);
   free(dd);
-  if (kbad) {
-    dlx_set_err(b->err, b->errlen, "cannot compute the cache key");
-    goto done;
-  }
-  if (!fits(snprintf(res->path, sizeof res->path, "%s/%s", b->kdir, lib), sizeof res->path) ||
-      dlx_temp_path(res->path, temp, sizeof temp)) {
-    dlx_set_err(b->err, b->errlen, "path too long");
-    goto done;
-  }
-  dlx_link_spec ls = {b->tools[b->link].cmd, temp, {(const char *const *)objs, b->n},
+  if (kbad) return dlx_set_err(b->err, b->errlen, "cannot compute the cache key");
+  if (!fits(snprintf(b->res->path, sizeof b->res->path, "%s/%s", b->kdir, c->lib),
+            sizeof b->res->path) ||
+      dlx_temp_path(b->res->path, c->temp, sizeof c->temp))
+    return dlx_set_err(b->err, b->errlen, "path too long");
+  dlx_link_spec ls = {b->tools[b->link].cmd, c->temp, {(const char *const *)c->objs, b->n},
                       s->ldflags, s->libraries};
-  if (dlx_link_argv(&ls, &argv, &argc, b->err, b->errlen)) goto done;
-  joined[n_joined] = dlx_argv_join(argv);
-  commands[n_joined] = joined[n_joined] ? joined[n_joined] : "";
-  ++n_joined;
-  if (step(b, argv, "linking")) goto done;
-  if (dlx_seal_file(temp, b->err, b->errlen) || dlx_publish(temp, res->path, b->err, b->errlen))
-    goto done;
-  temp[0] = '\0';
-  /* the record last: a record always names a library that was published */
+  char **argv = NULL;
+  int argc = 0;
+  if (dlx_link_argv(&ls, &argv, &argc, b->err, b->errlen)) return -1;
+  if (run_step(c, argv, argc, "linking")) return -1;
+  if (dlx_seal_file(c->temp, b->err, b->errlen) ||
+      dlx_publish(c->temp, b->res->path, b->err, b->errlen))
+    return -1;
+  c->temp[0] = '\0';
+  return 0;
+}
+
+/* The build record beside the library: written last, so a record always names a library
+ * that was published. */
+static int write_record(cold_build *c) {
+  build *b = c->b;
+  const dlx_kernel_build_spec *s = b->s;
   dlx_manifest m = {0};
   m.name = s->name;
   m.key1 = b->key1;
-  m.lib = lib;
+  m.lib = c->lib;
   m.arch = b->used[DLX_LANG_CUDA] ? b->arch_why : NULL;
   for (int l = 0; l < DLX_LANG_COUNT; ++l)
     if (b->used[l])
@@ -759,41 +778,48 @@ static int cold(build *b) {
   for (size_t i = 0; i < b->n; ++i) srcs[i] = (dlx_manifest_file){b->src_digest[i], b->src[i]};
   m.sources = srcs;
   m.n_sources = b->n;
-  m.deps = d.n ? malloc(d.n * sizeof *m.deps) : NULL;
-  if (d.n && !m.deps) {
-    dlx_set_err(b->err, b->errlen, "out of memory");
-    goto done;
-  }
-  for (size_t i = 0; i < d.n; ++i) m.deps[i] = (dlx_manifest_file){d.digest[i], d.path[i]};
-  m.n_deps = d.n;
-  m.commands = commands;
-  m.n_commands = n_joined;
-  record = dlx_manifest_format(&m);
+  m.deps = c->d.n ? malloc(c->d.n * sizeof *m.deps) : NULL;
+  if (c->d.n && !m.deps) return dlx_set_err(b->err, b->errlen, "out of memory");
+  for (size_t i = 0; i < c->d.n; ++i) m.deps[i] = (dlx_manifest_file){c->d.digest[i], c->d.path[i]};
+  m.n_deps = c->d.n;
+  m.commands = c->commands;
+  m.n_commands = c->n_joined;
+  char *record = dlx_manifest_format(&m);
   free(m.deps);
   char rpath[4400];
+  int rc;
   if (!fits(snprintf(rpath, sizeof rpath, "%s/%s.build", b->kdir, b->base), sizeof rpath) ||
-      !record) {
-    dlx_set_err(b->err, b->errlen, "cannot write the build record (a path holds a newline?)");
+      !record)
+    rc = dlx_set_err(b->err, b->errlen, "cannot write the build record (a path holds a newline?)");
+  else
+    rc = write_file(rpath, record, strlen(record), 0600, b->err, b->errlen);
+  free(record);
+  return rc;
+}
+
+/* Compile, link, publish, record; then open what was published as the warm path does. */
+static int cold(build *b) {
+  cold_build c = {0};
+  c.b = b;
+  c.d.b = b;
+  int rc = -1;
+  if (cold_prepare(&c) || compile_units(&c) || link_and_publish(&c) || write_record(&c))
     goto done;
-  }
-  if (write_file(rpath, record, strlen(record), 0600, b->err, b->errlen)) goto done;
   char terr[512];
-  int trusted = dlx_cache_open_trusted(b->dirfd, lib, &res->fd, terr, sizeof terr);
+  int trusted = dlx_cache_open_trusted(b->dirfd, c.lib, &b->res->fd, terr, sizeof terr);
   if (trusted != 1) {
     dlx_set_err(b->err, b->errlen, "the library just built is refused: %s",
                 trusted ? terr : "it vanished");
     goto done;
   }
-  res->built = 1;
+  b->res->built = 1;
   rc = 0;
 done:
-  if (argv) dlx_argv_free(argv, argc);
-  if (temp[0]) unlink(temp);
-  if (work[0]) remove_tree(work);
-  for (size_t i = 0; i < b->n; ++i) free(objs[i]);
-  for (size_t i = 0; i < n_joined; ++i) free(joined[i]);
-  free(record);
-  deps_free(&d);
+  if (c.temp[0]) unlink(c.temp);
+  if (c.work[0]) remove_tree(c.work);
+  for (size_t i = 0; i < b->n; ++i) free(c.objs[i]);
+  for (size_t i = 0; i < c.n_joined; ++i) free(c.joined[i]);
+  deps_free(&c.d);
   return rc;
 }
 
