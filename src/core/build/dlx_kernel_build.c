@@ -87,8 +87,17 @@ static int file_sig(const char *path, char out[128]) {
   return 0;
 }
 
+/* The same file with the same contents as when `a` was taken, as far as stat can tell:
+ * any write changes the ctime, even one that puts the old bytes back. */
+static int same_state(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 /* The whole of a regular file (at most `max` bytes): malloc'd, NUL-terminated. Opened
- * non-blocking, so a FIFO named in a record cannot hang the check. */
+ * non-blocking, so a FIFO named in a record cannot hang the check. A file written while
+ * it is read gives NULL with errno EAGAIN: its bytes would be of no one version. */
 static char *read_at(int dirfd, const char *path, size_t max, int nofollow, size_t *len_out,
                      struct stat *st_out) {
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
@@ -104,9 +113,12 @@ static char *read_at(int dirfd, const char *path, size_t max, int nofollow, size
       if (r <= 0) break;
       got += (size_t)r;
     }
-    if (buf && got != n) {
+    struct stat after;
+    int torn = buf && (fstat(fd, &after) != 0 || !same_state(&st, &after));
+    if (buf && (got != n || torn)) {
       free(buf);
       buf = NULL;
+      if (torn) errno = EAGAIN;
     }
     if (buf) {
       buf[n] = '\0';
@@ -118,9 +130,10 @@ static char *read_at(int dirfd, const char *path, size_t max, int nofollow, size
   return buf;
 }
 
-static int digest_file(const char *path, char out[65]) {
+/* The digest of the file's bytes; *st_out (may be NULL) the state they were read in. */
+static int digest_file(const char *path, char out[65], struct stat *st_out) {
   size_t n;
-  char *buf = read_at(AT_FDCWD, path, MAX_HASHED, 0, &n, NULL);
+  char *buf = read_at(AT_FDCWD, path, MAX_HASHED, 0, &n, st_out);
   if (!buf) return -1;
   dlx_digest_hex(buf, n, out);
   free(buf);
@@ -147,6 +160,7 @@ typedef struct build {
   const char *src[MAX_SOURCES];
   char *src_owned; /* the inline source's path */
   char src_digest[MAX_SOURCES][65];
+  struct stat src_st[MAX_SOURCES]; /* each source's state when hashed (the key's bytes) */
   int used[DLX_LANG_COUNT]; /* languages compiled, plus the linker's */
   dlx_lang link;
   tool tools[DLX_LANG_COUNT];
@@ -272,9 +286,11 @@ static int gather(build *b) {
     errno = 0;
     if (b->src[i][0] != '/')
       return dlx_set_err(b->err, b->errlen, "source '%s' is not an absolute path", b->src[i]);
-    if (digest_file(b->src[i], b->src_digest[i]))
+    if (digest_file(b->src[i], b->src_digest[i], &b->src_st[i]))
       return dlx_set_err(b->err, b->errlen, "cannot read source '%s': %s", b->src[i],
-                         errno ? strerror(errno) : "not a regular file");
+                         errno == EAGAIN ? "it changed while being read"
+                         : errno         ? strerror(errno)
+                                         : "not a regular file");
   }
   return 0;
 }
@@ -356,7 +372,7 @@ static int warm(build *b, char *why, size_t whylen) {
     struct stat ast;
     if (!strcmp(m.deps[i].digest, kAbsent)
             ? lstat(m.deps[i].path, &ast) == 0 || (errno != ENOENT && errno != ENOTDIR)
-            : digest_file(m.deps[i].path, d) || strcmp(d, m.deps[i].digest)) {
+            : digest_file(m.deps[i].path, d, NULL) || strcmp(d, m.deps[i].digest)) {
       snprintf(why, whylen, "%s changed", m.deps[i].path);
       goto done;
     }
@@ -397,10 +413,37 @@ done:
 typedef struct deps {
   char **path;
   char (*digest)[65];
+  struct stat *st; /* each header's state when hashed */
   size_t n, cap;
   const build *b;
   char cwd[PATH_MAX];
+  struct timespec unit_start; /* CLOCK_REALTIME when the current unit's compiler started */
+  char changed[PATH_MAX];     /* a header written while the compiler ran, if any */
 } deps;
+
+/* Room for one more path. */
+static int deps_grow(deps *d) {
+  if (d->n < d->cap) return 0;
+  size_t cap = d->cap ? d->cap * 2 : 64;
+  char **np = realloc(d->path, cap * sizeof *np);
+  if (!np) return -1;
+  d->path = np;
+  char(*nd)[65] = realloc(d->digest, cap * sizeof *nd);
+  if (!nd) return -1;
+  d->digest = nd;
+  struct stat *ns = realloc(d->st, cap * sizeof *ns);
+  if (!ns) return -1;
+  d->st = ns;
+  d->cap = cap;
+  return 0;
+}
+
+/* Written after `t` (its ctime is later): the compiler that started at `t` may have read
+ * other bytes than the ones hashed now. ctime is the kernel's, never set by a user. */
+static int changed_since(const struct stat *st, const struct timespec *t) {
+  return st->st_ctim.tv_sec > t->tv_sec ||
+         (st->st_ctim.tv_sec == t->tv_sec && st->st_ctim.tv_nsec > t->tv_nsec);
+}
 
 static int dep_add(void *p, const char *path) {
   deps *d = p;
@@ -412,19 +455,13 @@ static int dep_add(void *p, const char *path) {
   for (size_t i = 0; i < d->n; ++i)
     if (!strcmp(abs, d->path[i])) return 0;
   if (strchr(abs, '\n')) return -1; /* the record is line-based */
-  if (d->n == d->cap) {
-    size_t cap = d->cap ? d->cap * 2 : 64;
-    char **np = realloc(d->path, cap * sizeof *np);
-    if (!np) return -1;
-    d->path = np;
-    char(*nd)[65] = realloc(d->digest, cap * sizeof *nd);
-    if (!nd) return -1;
-    d->digest = nd;
-    d->cap = cap;
-  }
+  if (deps_grow(d)) return -1;
   d->path[d->n] = strdup(abs);
   if (!d->path[d->n]) return -1;
-  if (digest_file(abs, d->digest[d->n])) {
+  if (digest_file(abs, d->digest[d->n], &d->st[d->n]) ||
+      changed_since(&d->st[d->n], &d->unit_start)) {
+    if (errno == EAGAIN || changed_since(&d->st[d->n], &d->unit_start))
+      snprintf(d->changed, sizeof d->changed, "%s", abs);
     free(d->path[d->n]);
     return -1;
   }
@@ -506,17 +543,8 @@ static int record_absent(deps *d, const dlx_kernel_build_spec *s) {
         int seen = 0;
         for (size_t m = 0; m < d->n && !seen; ++m) seen = !strcmp(p, d->path[m]);
         if (seen) continue;
-        if (d->n == d->cap) {
-          size_t cap = d->cap * 2;
-          char **np = realloc(d->path, cap * sizeof *np);
-          if (!np) goto done;
-          d->path = np;
-          char(*nd)[65] = realloc(d->digest, cap * sizeof *nd);
-          if (!nd) goto done;
-          d->digest = nd;
-          d->cap = cap;
-        }
-        if (!(d->path[d->n] = strdup(p))) goto done;
+        if (deps_grow(d) || !(d->path[d->n] = strdup(p))) goto done;
+        memset(&d->st[d->n], 0, sizeof d->st[d->n]);
         memcpy(d->digest[d->n++], kAbsent, 65);
         ++probes;
       }
@@ -531,6 +559,7 @@ static void deps_free(deps *d) {
   for (size_t i = 0; i < d->n; ++i) free(d->path[i]);
   free(d->path);
   free(d->digest);
+  free(d->st);
 }
 
 /* Runs one step; on failure keeps its command and output in res. */
@@ -651,6 +680,14 @@ typedef struct cold_build {
   char lib[256];
 } cold_build;
 
+/* An input written while it was compiled: the library would not be what its key says. */
+static int changed_error(build *b, const char *path) {
+  return dlx_set_err(b->err, b->errlen,
+                     "'%s' changed while it was being compiled: nothing was cached (build "
+                     "again once it is saved)",
+                     path);
+}
+
 /* Runs one compiler command, kept for the record (argv is freed). */
 static int run_step(cold_build *c, char **argv, int argc, const char *what) {
   c->joined[c->n_joined] = dlx_argv_join(argv);
@@ -675,6 +712,8 @@ static int cold_prepare(cold_build *c) {
     free(have);
     if (!same && write_file(b->src[0], s->inline_text, s->inline_len, 0600, b->err, b->errlen))
       return -1;
+    if (lstat(b->src[0], &b->src_st[0]))
+      return dlx_set_err(b->err, b->errlen, "cannot stat %s: %s", b->src[0], strerror(errno));
   }
   if (!fits(snprintf(c->work, sizeof c->work, "%s/.work-%s-XXXXXX", b->kdir, s->name),
             sizeof c->work) || !mkdtemp(c->work)) {
@@ -708,21 +747,45 @@ static int compile_units(cold_build *c) {
     char **argv = NULL;
     int argc = 0;
     if (dlx_unit_argv(&u, &argv, &argc, b->err, b->errlen)) return -1;
+    clock_gettime(CLOCK_REALTIME, &c->d.unit_start); /* the clock file times are taken from */
     if (run_step(c, argv, argc, "compiling")) return -1;
     size_t len;
     char *text = read_at(AT_FDCWD, dep, MAX_RECORD, 1, &len, NULL);
     char derr[512];
     if (!text || dlx_depfile_parse(text, len, dep_add, &c->d, derr, sizeof derr) < 0) {
+      free(text);
+      if (c->d.changed[0]) return changed_error(b, c->d.changed);
       dlx_set_err(b->err, b->errlen,
                   "the compiler's dependency output %s: %s (the cache key needs every header "
                   "the source includes)",
                   dep, text ? derr : "missing");
-      free(text);
       return -1;
     }
     free(text);
   }
   if (c->d.n && record_absent(&c->d, s)) return dlx_set_err(b->err, b->errlen, "out of memory");
+  return 0;
+}
+
+/* The compiler must have read the bytes the key holds. Each source is as it was when
+ * hashed (same state, so not even rewritten and put back; same digest), and each header
+ * as it was when hashed right after the first compile that read it (hashed then, and
+ * checked not written since that compile started). Otherwise nothing is published. */
+static int check_inputs(cold_build *c) {
+  build *b = c->b;
+  for (size_t i = 0; i < b->n; ++i) {
+    char d[65];
+    struct stat st;
+    if (digest_file(b->src[i], d, &st) || !same_state(&st, &b->src_st[i]) ||
+        strcmp(d, b->src_digest[i]))
+      return changed_error(b, b->src[i]);
+  }
+  for (size_t i = 0; i < c->d.n; ++i) {
+    struct stat st;
+    if (!strcmp(c->d.digest[i], kAbsent)) continue; /* the warm check sees one appear */
+    if (stat(c->d.path[i], &st) || !same_state(&st, &c->d.st[i]))
+      return changed_error(b, c->d.path[i]);
+  }
   return 0;
 }
 
@@ -803,7 +866,8 @@ static int cold(build *b) {
   c.b = b;
   c.d.b = b;
   int rc = -1;
-  if (cold_prepare(&c) || compile_units(&c) || link_and_publish(&c) || write_record(&c))
+  if (cold_prepare(&c) || compile_units(&c) || check_inputs(&c) || link_and_publish(&c) ||
+      write_record(&c))
     goto done;
   char terr[512];
   int trusted = dlx_cache_open_trusted(b->dirfd, c.lib, &b->res->fd, terr, sizeof terr);
