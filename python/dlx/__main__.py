@@ -20,7 +20,8 @@ USAGE = """usage: python -m dlx COMMAND
                      [-l LIB] [--cuda-arch ARCH] [-v]
   cache list|clean   the cached addon and kernel libraries
   bench              ns per kernel call, next to a bare C-extension call
-  check TARGET       check a framework's DLPack exchange table: [--device DEV] [--json]
+  check TARGET       check a framework's DLPack exchange table: [--device DEV]...
+                     [--select PREFIX]... [--json] [--timeout S] [--import-timeout S]
   stubs LIB.so       print a .pyi for a kernel library (declared signatures)"""
 
 
@@ -38,11 +39,27 @@ def build_addon(args, platform=None):
     except ValueError as e:
         return _err(e)
     try:
-        import torch  # noqa: F401  (the addon is built against this interpreter's torch)
+        import torch  # (the addon is built against this interpreter's torch)
     except ImportError as e:
         return _err(f"build-addon needs torch, which {sys.executable} cannot import ({e})")
     backend = backend or dt.backend()
-    path, ident, _ = dt.ensure_addon(backend, output_dir)
+    # A torch built without the backend's runtime has none of its headers: say so before
+    # the compiler fails on the first missing one (whose hint names a Debian package).
+    runtime = {"cuda": ("cuda", "CUDA"), "rocm": ("hip", "ROCm")}.get(backend)
+    if runtime and getattr(getattr(torch, "version", None), runtime[0], None) is None:
+        return _err(f"build-addon for {backend}: torch {torch.__version__} at "
+                    f"{os.path.dirname(torch.__file__)} was built without {runtime[1]} "
+                    f"(torch.version.{runtime[0]} is None); install a {runtime[1]} build of "
+                    "torch, or build for the backend it has (--backend cpu)")
+    import importlib.util
+
+    if backend == "torch_npu" and importlib.util.find_spec("torch_npu") is None:
+        return _err(f"build-addon for torch_npu (Ascend): {sys.executable} cannot import "
+                    "torch_npu; install Ascend's torch_npu for this torch first")
+    try:
+        path, ident, _ = dt.ensure_addon(backend, output_dir)
+    except (RuntimeError, OSError, ValueError) as e:
+        return _err(e, 1)  # the compiler's output, if any, is on stderr already
     print(path)
     return 0
 
@@ -194,7 +211,8 @@ def doctor():
 
     print(f"interpreter: {sys.executable} ({sys.version.split()[0]}, {sys.platform})")
     print(f"dlx: {os.path.dirname(dlx.__file__)} (DLPack {_core.DLPACK_MAJOR_VERSION}."
-          f"{_core.DLPACK_MINOR_VERSION}, kernel ABI {_core.ABI_VERSION >> 16})")
+          f"{_core.DLPACK_MINOR_VERSION}, kernel ABI {_core.ABI_VERSION >> 16}."
+          f"{_core.ABI_VERSION & 0xFFFF})")
     print(f"include dir: {dlx.include_dir()}")
     try:
         import numpy
@@ -314,6 +332,11 @@ def main(argv=None, platform=None):
         from .bench_tvmffi import main as tvmffi_main
 
         return bench_main() or tvmffi_main()
+    if cmd in ("-h", "--help", "help") and not rest:
+        print(USAGE)
+        return 0
+    if cmd is not None:
+        print(f"python -m dlx: error: unknown command {cmd!r}", file=sys.stderr)
     print(USAGE, file=sys.stderr)
     return 2
 

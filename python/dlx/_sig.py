@@ -3,6 +3,7 @@
 The plan itself is parsed in C at dlx.load; a kernel exposes it as `_params` (name, kind,
 type text, optional, default or Ellipsis when required) and `_results`."""
 import inspect
+import keyword
 
 _PY = {"int": "int", "float": "float", "bool": "bool", "str": "str",
        "ints": "Sequence[int]", "floats": "Sequence[float]", "tensor": "Tensor"}
@@ -52,9 +53,27 @@ def _stub(name, kernel):
     return f"def {name}({', '.join(args)}) -> {ret}:\n    {doc!r}\n    ...\n"
 
 
+def spellable(name):
+    """Whether `def name` parses: an identifier and not a keyword (`class`)."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
 def stubs(lib):
-    """The text of a .pyi for a loaded dlx.Library: one function per kernel."""
-    head = (f'"""Stubs for the dlx kernels of {lib.path} (python -m dlx stubs)."""\n'
+    """The text of a .pyi for a loaded dlx.Library: one function per kernel. A kernel whose
+    name Python cannot spell (`class`, `cost$k`) is listed in a comment instead; one named
+    like an attribute of the library (`kernels`, `path`) is stubbed, and reached as
+    lib["kernels"]."""
+    shown = repr(lib.path).replace('"', '\\"')  # whatever the path, the docstring ends here
+    head = (f'"""Stubs for the dlx kernels of {shown} (python -m dlx stubs)."""\n'
             "from typing import Any, Optional, Sequence, Tuple\n\n"
             "Tensor = Any  # any tensor dlx accepts: torch, numpy, DLPack producers\n")
-    return head + "".join("\n\n" + _stub(n, getattr(lib, n)) for n in lib.kernels)
+    names = [n for n in lib.kernels if spellable(n)]
+    unspelt = [n for n in lib.kernels if not spellable(n)]
+    shadowed = [n for n in names if n in ("kernels", "path")]
+    if shadowed:
+        head += ("\n# kernels named like an attribute of the library, reached as lib[\"name\"]: "
+                 + ", ".join(shadowed) + "\n")
+    if unspelt:
+        head += ("\n# kernels whose names Python cannot spell, reached as lib[\"name\"] "
+                 "(no stub):\n" + "".join(f"#   {n!r}\n" for n in unspelt))
+    return head + "".join("\n\n" + _stub(n, lib[n]) for n in names)

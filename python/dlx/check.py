@@ -24,17 +24,27 @@ import time
 STATUSES = ("PASS", "FAIL", "SKIP")
 DEVICE_NAMES = {"cpu": 1, "cuda": 2, "rocm": 10, "npu": 12, "ext_dev": 12, "extdev": 12}
 USAGE = """usage: python -m dlx check TARGET [--device DEV]... [--select PREFIX]... [--json]
+                           [--timeout S] [--import-timeout S]
   TARGET        module:Type (numpy:ndarray, torch:Tensor) or a Python file defining TYPE
                 (and make(shape, dtype) for a framework dlx does not know)
   --device DEV  also check streams on DEV: cpu, cuda:N, rocm:N, npu:N or TYPE:ID (DLPack
                 device type numbers); default: the devices the framework reports
   --select PREFIX  run only the checks whose names start with PREFIX (export., streams.)
   --json        print one JSON object instead of lines
-exit status: 0 nothing failed, 1 a check failed, 2 usage error"""
+  --timeout S   seconds each checker process may run (default 600)
+  --import-timeout S  seconds importing TARGET may take (default 120): past it, a FAIL
+exit status: 0 nothing failed, 1 a check failed, 2 usage error, or TARGET could not be
+imported"""
+INT32_MAX = 2**31 - 1  # DLDevice's device_type and device_id are 32-bit
+IMPORT_CHECK = "target.import"
 
 
 class UsageError(ValueError):
     """The target or an option cannot be used (exit status 2)."""
+
+
+class TargetImportError(UsageError):
+    """Importing the target raised (exit status 2, one line: not a mistake in the usage)."""
 
 
 class Check:
@@ -86,6 +96,9 @@ class Report:
 
     @property
     def exit_code(self):
+        """0 nothing failed, 1 a check failed, 2 the target's import did not finish."""
+        if any(c.name == IMPORT_CHECK for c in self.failed):
+            return 2
         return 0 if self.ok else 1
 
     def counts(self):
@@ -111,18 +124,28 @@ class Report:
 # ---- targets and devices ---------------------------------------------------------
 
 def parse_device(text):
-    """'cuda:0', 'npu', 'cpu', '2:0' -> (device_type, device_id)."""
-    if isinstance(text, tuple) and len(text) == 2:
-        return tuple(int(x) for x in text)
-    kind, _, index = str(text).partition(":")
-    try:
-        dev_type = DEVICE_NAMES[kind.lower()] if not kind.isdigit() else int(kind)
-        dev_id = int(index) if index else 0
-    except (KeyError, ValueError):
-        raise UsageError(f"bad device {text!r}: use cpu, cuda:N, rocm:N, npu:N or "
-                         "TYPE:ID") from None
-    if dev_id < 0 or dev_type <= 0:
-        raise UsageError(f"bad device {text!r}")
+    """'cuda:0', 'npu', 'cpu', '2:0', (2, 0) -> (device_type, device_id). A malformed tuple
+    is a TypeError; a value DLPack's DLDevice cannot hold a UsageError (a ValueError)."""
+    if isinstance(text, (tuple, list)):
+        if len(text) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                     for x in text):
+            raise TypeError(f"device {text!r}: expected (device_type, device_id), two ints, "
+                            "or a str such as 'cuda:0'")
+        dev_type, dev_id = text
+    elif isinstance(text, str):
+        kind, _, index = text.partition(":")
+        try:
+            dev_type = DEVICE_NAMES[kind.lower()] if not kind.isdigit() else int(kind)
+            dev_id = int(index) if index else 0
+        except (KeyError, ValueError):
+            raise UsageError(f"bad device {text!r}: use cpu, cuda:N, rocm:N, npu:N or "
+                             "TYPE:ID") from None
+    else:
+        raise TypeError(f"device {text!r}: expected a str such as 'cuda:0' or a "
+                        f"(device_type, device_id) tuple, not {type(text).__name__}")
+    if not 0 < dev_type <= INT32_MAX or not 0 <= dev_id <= INT32_MAX:
+        raise UsageError(f"bad device {text!r}: the device type must be in 1..{INT32_MAX} "
+                         f"and the id in 0..{INT32_MAX} (DLPack's DLDevice)")
     return (dev_type, dev_id)
 
 
@@ -147,12 +170,15 @@ def target_spec(target):
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise UsageError(f"target {spec!r}: expected module:Type or a path to a .py file")
+    # Only the top-level name: finding "pkg.mod" would import pkg in this process, where
+    # nothing foreign runs (a package that hangs or raises is the child's, under a timeout).
+    top = module.partition(".")[0]
     try:
-        found = importlib.util.find_spec(module)
+        found = importlib.util.find_spec(top) if top else None
     except (ImportError, ValueError):
         found = None
     if found is None:
-        raise UsageError(f"target {spec!r}: no module named {module!r}")
+        raise UsageError(f"target {spec!r}: no module named {top or module!r}")
     return spec
 
 
@@ -228,9 +254,12 @@ class _Child:
         with open(self.path) as f:
             return [json.loads(line) for line in f if line.endswith("\n")]
 
-    def wait_for(self, key):
-        """Until an event with `key` arrived (True) or the child ended (False)."""
-        while time.monotonic() < self.deadline:
+    def wait_for(self, key, seconds=None):
+        """Until an event with `key` arrived (True) or the child ended or `seconds` (else
+        its whole time) passed (False)."""
+        deadline = self.deadline if seconds is None else min(self.deadline,
+                                                              time.monotonic() + seconds)
+        while time.monotonic() < deadline:
             if any(key in e for e in self.events()):
                 return True
             if self.p.poll() is not None:
@@ -270,13 +299,38 @@ def _collect(events, results, order):
     return current, usage
 
 
-def run(target, devices=(), timeout=600, select=None):
+def _seconds(value, what):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a number of seconds, got {value!r}") from None
+    if not 0 < v < float("inf"):
+        raise UsageError(f"{what} must be a positive number of seconds, got {value!r}")
+    return v
+
+
+def run(target, devices=(), timeout=600, select=None, import_timeout=120):
     """Check the exchange table of `target` (module:Type, a file, or an importable type).
     `devices`: also check streams there ('cuda:0', (2, 0)); `select`: name prefixes of the
-    checks to run (the find./header. checks always run). Returns a Report; raises
-    UsageError when the target or a device cannot be used."""
+    checks to run (the find./header. checks always run); `timeout`: seconds each checker
+    process may run; `import_timeout`: seconds importing the target may take (past it, the
+    report is the one FAIL `target.import`, exit code 2). Returns a Report; raises
+    UsageError when the target or a device cannot be used (TargetImportError when importing
+    the target raised), TypeError for a device that is neither a str nor two ints."""
     from . import _check_cases as cases
 
+    timeout = _seconds(timeout, "timeout")
+    import_timeout = min(_seconds(import_timeout, "import_timeout"), timeout)
+    if devices is None:
+        devices = ()
+    if isinstance(devices, str) or (isinstance(devices, tuple) and devices
+                                    and isinstance(devices[0], int)):
+        devices = (devices,)  # one device: 'cuda:0' or (2, 0)
+    try:
+        devices = list(devices)
+    except TypeError:
+        raise TypeError(f"devices must be a list of devices ('cuda:0', (2, 0)), not "
+                        f"{type(devices).__name__}") from None
     spec = target_spec(target)
     devs = [parse_device(d) for d in devices]
     select = list(select) if select is not None else None
@@ -286,8 +340,16 @@ def run(target, devices=(), timeout=600, select=None):
                  if select is None or f"import.malformed.{c}".startswith(tuple(select))]
     results, order, isolated, done = {}, [], [], set(malformed)
     config = dict(base, skip=sorted(done))
-    for _ in range(64):  # the main child, restarted past each check that crashed it
+    for attempt in range(64):  # the main child, restarted past each check that crashed it
         child = _Child(config, timeout)
+        if (attempt == 0 and not child.wait_for("imported", import_timeout)
+                and child.p.poll() is None):
+            child.p.kill()
+            child.finish()
+            return Report(spec, [Check(IMPORT_CHECK, "FAIL",
+                                       f"importing {spec} did not finish within "
+                                       f"{import_timeout:g} s (the process was killed; "
+                                       "--import-timeout sets the limit)")])
         if not isolated and malformed and child.wait_for("names"):
             # The table was found and read: each malformed import gets a child of its own.
             isolated = [(n, _Child(dict(base, only=[n], quiet=preamble), timeout))
@@ -297,7 +359,7 @@ def run(target, devices=(), timeout=600, select=None):
         if usage:
             for _, c in isolated:
                 c.finish()
-            raise UsageError(usage)
+            raise (TargetImportError if usage.startswith("cannot load target") else UsageError)(usage)
         done |= set(results)
         if rc == 0:
             break
@@ -344,9 +406,12 @@ def _child(config):
     except UsageError as e:
         emit({"usage": str(e)})
         return 0
-    except Exception as e:  # noqa: BLE001 - importing the target failed
-        emit({"usage": f"cannot load target {config['target']}: {type(e).__name__}: {e}"})
+    except BaseException as e:  # noqa: BLE001 - importing the target failed (SystemExit too)
+        first = str(e).strip().splitlines()[:1]
+        emit({"usage": f"cannot load target {config['target']}: {type(e).__name__}"
+                       + (f": {first[0]}" if first else "")})
         return 0
+    emit({"imported": True})
     devices = [tuple(d) for d in config.get("devices", ())]
     adapter = fw.for_type(type_, module, devices)
     ctx = cases.Context(type_, adapter, module)
@@ -400,11 +465,17 @@ def main(argv=None):
     if argv[:1] == ["--child"] and len(argv) == 2:
         return _child(json.loads(argv[1]))
     target, devices, select, as_json = None, [], None, False
+    times = {}
     it = iter(argv)
     try:
         for arg in it:
             if arg == "--json":
                 as_json = True
+            elif arg in ("--timeout", "--import-timeout"):
+                times[arg[2:].replace("-", "_")] = next(it)
+            elif arg.startswith(("--timeout=", "--import-timeout=")):
+                key, value = arg[2:].split("=", 1)
+                times[key.replace("-", "_")] = value
             elif arg == "--device":
                 devices.append(next(it))
             elif arg.startswith("--device="):
@@ -420,9 +491,12 @@ def main(argv=None):
                 target = arg
         if target is None:
             raise UsageError("no TARGET given")
-        report = run(target, devices, select=select)
+        report = run(target, devices, select=select, **times)
     except StopIteration:
         print(f"python -m dlx check: error: {arg} needs a value\n{USAGE}", file=sys.stderr)
+        return 2
+    except TargetImportError as e:
+        print(f"python -m dlx check: error: {e}", file=sys.stderr)
         return 2
     except UsageError as e:
         print(f"python -m dlx check: error: {e}\n{USAGE}", file=sys.stderr)

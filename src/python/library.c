@@ -13,8 +13,10 @@
  * with its own tp_getattro or `__getattr__` (and LOAD_METHOD, which `lib.k(...)` compiles
  * to, not slots at all), so there the type has a tp_getattro that remembers, by name
  * pointer, where a name's slot is: `lib.k` is a pointer compare and a load. A kernel named
- * like an attribute of dlx.Library (`path`, `kernels`) or starting with "__" gets no slot:
- * it is an entry of the instance dict, which the type's attributes take precedence over.
+ * like an attribute of dlx.Library (`path`, `kernels`), starting with "__", or not a Python
+ * identifier (`cost$k`: C compilers accept '$') gets no slot: it is an entry of the instance
+ * dict, which the type's attributes take precedence over. Every kernel is also
+ * `lib["name"]`, whatever its name (a dict of its own, which setting attributes cannot change).
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -51,6 +53,7 @@ typedef struct {
   PyObject *dict;    /* set attributes, and kernels named like a Library attribute */
   PyObject *path;
   PyObject *kernels; /* tuple of names */
+  PyObject *by_name; /* name -> Kernel, for lib["name"] */
   void *handle;
 #if DLX_LIB_HITS
   /* The slots of the last names looked up, by name pointer (code's attribute names are
@@ -360,9 +363,10 @@ static void ignore(void *ctx, const char *sym) {
 
 /* A kernel named like an attribute of dlx.Library (or its base) keeps that attribute's
  * meaning, as an instance attribute would: it gets no slot. "__x" would be mangled as a
- * slot name ("_Library__x"), so such names get none either. */
+ * slot name ("_Library__x"), and `__slots__` takes only identifiers (a C name may hold '$'),
+ * so such names get none either. */
 static int gets_slot(PyObject *name) {
-  return !_PyType_Lookup(&LibraryType, name) &&
+  return PyUnicode_IsIdentifier(name) > 0 && !_PyType_Lookup(&LibraryType, name) &&
          !(PyUnicode_GET_LENGTH(name) >= 2 && PyUnicode_READ_CHAR(name, 0) == '_' &&
            PyUnicode_READ_CHAR(name, 1) == '_');
 }
@@ -432,6 +436,7 @@ static PyObject *load_at(const char *path, int *fd, PyObject *shown) {
   if (!lib) goto done;
   lib->path = Py_NewRef(shown);
   lib->kernels = Py_NewRef(kernels);
+  lib->by_name = Py_NewRef(ctx.found);
   lib->handle = handle;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); ++i) {
     PyObject *name = PyList_GET_ITEM(names, i), *k = PyDict_GetItem(ctx.found, name);
@@ -472,6 +477,35 @@ PyObject *dlx_load_fd(int *fd, PyObject *shown) {
   return load_at(via, fd, shown);
 }
 
+/* The kernels that are no attribute: a name Python cannot spell after a dot (`cost$k`), or
+ * one a data attribute of the library shadows (`kernels`, `path`); said in the
+ * AttributeError as "; not an attribute: reach it as lib['cost$k']", or "" when none. */
+static PyObject *unspellable(LibraryObject *lib) {
+  PyObject *hidden = PyList_New(0);
+  for (Py_ssize_t i = 0; hidden && i < PyTuple_GET_SIZE(lib->kernels); ++i) {
+    PyObject *n = PyTuple_GET_ITEM(lib->kernels, i), *d = _PyType_Lookup(&LibraryType, n);
+    if ((PyUnicode_IsIdentifier(n) <= 0 || (d && Py_TYPE(d)->tp_descr_set)) &&
+        PyList_Append(hidden, n))
+      Py_CLEAR(hidden);
+  }
+  if (!hidden) return NULL;
+  PyObject *r = NULL;
+  if (PyList_GET_SIZE(hidden) == 0) {
+    r = PyUnicode_FromString("");
+  } else {
+    PyObject *sep = PyUnicode_FromString("'], lib['");
+    PyObject *joined = sep ? PyUnicode_Join(sep, hidden) : NULL;
+    if (joined)
+      r = PyUnicode_FromFormat("; not %s: reach %s as lib['%U']",
+                               PyList_GET_SIZE(hidden) == 1 ? "an attribute" : "attributes",
+                               PyList_GET_SIZE(hidden) == 1 ? "it" : "them", joined);
+    Py_XDECREF(sep);
+    Py_XDECREF(joined);
+  }
+  Py_DECREF(hidden);
+  return r;
+}
+
 /* The AttributeError for a name the generic lookup did not find: why, precisely. Names
  * starting with "_" keep the generic error (raised here when it is no longer pending). */
 static PyObject *library_missing(PyObject *self, PyObject *name) {
@@ -490,9 +524,13 @@ static PyObject *library_missing(PyObject *self, PyObject *name) {
                  "'%s' in %U is not a dlx kernel: only functions defined with DLX_KERNEL(%s) "
                  "can be called",
                  s, lib->path, s);
-  else
-    PyErr_Format(PyExc_AttributeError, "%U has no kernel '%s' (it defines %R)", lib->path, s,
-                 lib->kernels);
+  else {
+    PyObject *hidden = unspellable(lib);
+    if (hidden)
+      PyErr_Format(PyExc_AttributeError, "%U has no kernel '%s' (it defines %R%U)", lib->path, s,
+                   lib->kernels, hidden);
+    Py_XDECREF(hidden);
+  }
   return NULL;
 }
 
@@ -549,6 +587,7 @@ static PyObject *library_getattr(PyObject *self, PyObject *name) {
  * machinery's), which then call these. */
 static int library_traverse(PyObject *self, visitproc visit, void *arg) {
   Py_VISIT(((LibraryObject *)self)->dict);
+  Py_VISIT(((LibraryObject *)self)->by_name);
   return 0;
 }
 
@@ -568,6 +607,7 @@ static void library_dealloc(PyObject *self) {
   library_clear(self);
   Py_XDECREF(lib->path);
   Py_XDECREF(lib->kernels);
+  Py_XDECREF(lib->by_name);
   Py_TYPE(self)->tp_free(self);
 }
 
@@ -586,6 +626,22 @@ static PyObject *library_dir(PyObject *self, PyObject *unused) {
   Py_XDECREF(names);
   return list;
 }
+
+/* lib["name"]: every kernel, also one whose name Python cannot spell as an attribute
+ * (`cost$k`, `class`) or that an attribute of the library shadows (`kernels`, `path`). */
+static PyObject *library_subscript(PyObject *self, PyObject *key) {
+  LibraryObject *lib = (LibraryObject *)self;
+  PyObject *k = lib->by_name ? PyDict_GetItemWithError(lib->by_name, key) : NULL;
+  if (k) return Py_NewRef(k);
+  if (PyErr_Occurred()) return NULL;
+  if (!PyUnicode_Check(key))
+    return PyErr_Format(PyExc_TypeError, "a kernel is looked up by its name (a str), not %.50s",
+                        Py_TYPE(key)->tp_name);
+  return PyErr_Format(PyExc_KeyError, "%U has no kernel %R (it defines %R)", lib->path, key,
+                      lib->kernels);
+}
+
+static PyMappingMethods library_as_mapping = {NULL, library_subscript, NULL};
 
 static PyMemberDef library_members[] = {
     {"kernels", T_OBJECT_EX, offsetof(LibraryObject, kernels), READONLY,
@@ -613,6 +669,7 @@ static PyTypeObject LibraryType = {
     .tp_clear = library_clear,
     .tp_dealloc = library_dealloc,
     .tp_repr = library_repr,
+    .tp_as_mapping = &library_as_mapping,
     .tp_members = library_members,
     .tp_methods = library_methods,
     .tp_doc = "A shared library of dlx kernels; see dlx.load.",
