@@ -53,7 +53,9 @@ def doc_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs")
     bin_dir = root / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
+    # a script, not a link: a venv's interpreter finds its venv only by the path it is run as
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
     dirs = {}
 
     def get(doc):
