@@ -22,9 +22,10 @@ DLX_KERNEL(class) { return dlx_return_int(call, 2); }
 DLX_KERNEL(kernels, "x: float = 1.5 -> int") { return dlx_return_int(call, 3); }
 DLX_KERNEL(path) { return dlx_return_int(call, 4); }
 DLX_KERNEL(__init__) { return dlx_return_int(call, 5); }
+DLX_KERNEL(__dict__) { return dlx_return_int(call, 7); }
 DLX_KERNEL(plain, "s: str = 'a' -> int") { return dlx_return_int(call, 6); }
 """
-NAMES = ("__init__", "class", "cost$k", "kernels", "path", "plain")
+NAMES = ("__dict__", "__init__", "class", "cost$k", "kernels", "path", "plain")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,7 @@ def test_a_dollar_name_loads_and_every_kernel_is_reachable(names_so):
     assert lib["kernels"]() == 3 and lib["path"]() == 4  # shadowed by the library's attributes
     assert lib.kernels == NAMES and lib.path == str(names_so)
     assert lib["class"]() == 2 and getattr(lib, "class")() == 2
+    assert lib["__dict__"]() == 7 and lib.__dict__ is lib["__dict__"]  # no type attribute
     assert lib["__init__"]() == 5 and lib["plain"]() == 6 and lib.plain is lib["plain"]
     for name in NAMES:
         assert lib[name].__name__ == name
@@ -87,7 +89,7 @@ def test_stubs_parse_and_list_what_python_cannot_spell(names_so, tmp_path):
     assert "Traceback" not in r.stderr
     tree = ast.parse(r.stdout)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert sorted(defs) == ["__init__", "kernels", "path", "plain"]
+    assert sorted(defs) == ["__dict__", "__init__", "kernels", "path", "plain"]
     assert [a.arg for a in defs["kernels"].args.args] == ["x"]
     assert "#   'class'\n" in r.stdout and "#   'cost$k'\n" in r.stdout
     assert 'reached as lib["name"]: kernels, path' in r.stdout
@@ -104,4 +106,4 @@ def test_stubs_of_a_path_with_quotes_parse(names_so, tmp_path):
 
     text = stubs(dlx.load(so))
     assert ast.get_docstring(ast.parse(text)).startswith("Stubs for the dlx kernels of ")
-    assert textwrap.dedent(text).count("\ndef ") == 4
+    assert textwrap.dedent(text).count("\ndef ") == 5
