@@ -178,19 +178,27 @@ def load(path):
     path = _os.path.abspath(_os.fspath(path))
     if _build.in_kernels_dir(path):
         # built by dlx.build: checked as the addon is, and loaded through that descriptor
-        return _core.load_cached(path)
+        st = _os.stat(path)
+        lib = _core.load_cached(path)
+        if path not in _pickle._origins:  # one dlx.build made here pickles by its sources
+            _pickle.note_file(path, st)
+        return lib
     st = _os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     first = _loaded.setdefault(path, key)
     if first == key:
-        return _core.load(path)
+        lib = _core.load(path)
+        _pickle.note_file(path, st)  # pickle.dumps(lib): by path and digest (dlx/_pickle.py)
+        return lib
     import shutil
     import tempfile
 
     copy = _os.path.join(tempfile.mkdtemp(prefix="dlx-reload-"), _os.path.basename(path))
     shutil.copy2(path, copy)
-    return _core.load(copy)
+    lib = _core.load(copy)
+    _pickle.note_file(copy, _os.stat(copy))
+    return lib
 
 
-from . import _build  # noqa: E402  (needs include_dir above)
+from . import _build, _pickle  # noqa: E402  (needs include_dir above)
 from ._build import BuildError, build, load_inline  # noqa: E402

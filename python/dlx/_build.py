@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 
-from . import _core, include_dir
+from . import _core, _pickle, include_dir
 
 __all__ = ["BuildError", "build", "load_inline"]
 
@@ -139,10 +139,20 @@ def build(sources, *, name=None, language=None, cflags=(), ldflags=(), include_d
     dlx's cache and return its path. Unchanged sources, headers, compilers and flags
     load from the cache without running a compiler."""
     srcs = _sources(sources)
-    path, fd, _ = _build(srcs, None, name or _default_name(srcs[0]), language, cflags, ldflags,
-                         include_dirs, libraries, cuda_arch, verbose)
+    name = name or _default_name(srcs[0])
+    path, fd, _ = _build(srcs, None, name, language, cflags, ldflags, include_dirs, libraries,
+                         cuda_arch, verbose)
     os.close(fd)
+    _pickle.note_build(path, srcs, name, language, _options(cflags, ldflags, include_dirs,
+                                                           libraries, cuda_arch))
     return path
+
+
+def _options(cflags, ldflags, include_dirs, libraries, cuda_arch):
+    """The build options as they travel with a pickled library (dlx/_pickle.py)."""
+    return {"cflags": _words(cflags, "cflags"), "ldflags": _words(ldflags, "ldflags"),
+            "include_dirs": tuple(os.path.abspath(d) for d in _words(include_dirs, "include_dirs")),
+            "libraries": _words(libraries, "libraries"), "cuda_arch": cuda_arch}
 
 
 _libraries = {}  # (path, st_dev, st_ino) -> Library: a warm load_inline is a lookup
@@ -173,8 +183,13 @@ def load_inline(source, *, language="c", name=None, **build_options):
         raise TypeError(f"load_inline() got unexpected keyword argument(s) {', '.join(unknown)}; "
                         f"it takes dlx.build's: {', '.join(_BUILD_OPTIONS)}")
     options = dict(_BUILD_OPTIONS, **build_options)
-    path, fd, _ = _build((), source.encode(), name or "inline", language or "c", **options)
-    return _load_built(path, fd)
+    name, language = name or "inline", language or "c"
+    path, fd, _ = _build((), source.encode(), name, language, **options)
+    lib = _load_built(path, fd)
+    if path not in _pickle._origins:
+        del options["verbose"]
+        _pickle.note_inline(path, source, language, name, _options(**options))
+    return lib
 
 
 def kernels_dir():

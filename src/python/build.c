@@ -239,12 +239,20 @@ static PyObject *read_build_record(PyObject *self, PyObject *arg) {
   }
   free(buf);
   PyObject *srcs = PyList_New(0), *deps = PyList_New(0), *tools = PyDict_New(),
-           *cmds = PyList_New(0);
-  int bad = !srcs || !deps || !tools || !cmds;
+           *cmds = PyList_New(0), *digests = PyDict_New();
+  int bad = !srcs || !deps || !tools || !cmds || !digests;
   for (size_t i = 0; !bad && i < m.n_sources; ++i)
     bad = append_str(srcs, m.sources[i].path);
   for (size_t i = 0; !bad && i < m.n_deps; ++i)
     bad = append_str(deps, m.deps[i].path);
+  /* path -> sha256 of every source and header read (pickling carries the user's own) */
+  for (size_t i = 0; !bad && i < m.n_sources + m.n_deps; ++i) {
+    const dlx_manifest_file *f = i < m.n_sources ? &m.sources[i] : &m.deps[i - m.n_sources];
+    PyObject *k = PyUnicode_DecodeFSDefault(f->path), *v = PyUnicode_FromString(f->digest);
+    bad = !k || !v || PyDict_SetItem(digests, k, v) != 0;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+  }
   for (size_t i = 0; !bad && i < m.n_commands; ++i)
     bad = append_str(cmds, m.commands[i]);
   for (int l = 0; !bad && l < DLX_LANG_COUNT; ++l) {
@@ -254,13 +262,14 @@ static PyObject *read_build_record(PyObject *self, PyObject *arg) {
     Py_XDECREF(t);
   }
   if (!bad)
-    d = Py_BuildValue("{sssssssOsOsOsOsz}", "name", m.name, "key", m.key1, "lib", m.lib,
+    d = Py_BuildValue("{sssssssOsOsOsOszsO}", "name", m.name, "key", m.key1, "lib", m.lib,
                       "sources", srcs, "deps", deps, "tools", tools, "commands", cmds, "arch",
-                      m.arch);
+                      m.arch, "digests", digests);
   Py_XDECREF(srcs);
   Py_XDECREF(deps);
   Py_XDECREF(tools);
   Py_XDECREF(cmds);
+  Py_XDECREF(digests);
   dlx_manifest_free(&m);
   return d;
 }

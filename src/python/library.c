@@ -170,6 +170,20 @@ static PyObject *kernel_get_nogil(PyObject *self, void *closure) {
   return PyBool_FromLong(k->plan && (k->plan->options & DLX_SIG_NOGIL));
 }
 
+/* pickle.dumps(kernel): its library (by path, dlx/_pickle.py) and its name. */
+static PyObject *kernel_reduce(PyObject *self, PyObject *unused) {
+  (void)unused;
+  KernelObject *k = (KernelObject *)self;
+  PyObject *mod = PyImport_ImportModule("dlx._pickle");
+  PyObject *r = mod ? PyObject_CallMethod(mod, "reduce_kernel", "Os", k->path, k->info.name)
+                    : NULL;
+  Py_XDECREF(mod);
+  return r;
+}
+
+static PyMethodDef kernel_methods[] = {{"__reduce__", kernel_reduce, METH_NOARGS, NULL},
+                                       {NULL, NULL, 0, NULL}};
+
 static PyGetSetDef kernel_getset[] = {
     {"__name__", kernel_get_name, NULL, NULL, NULL},
     {"__qualname__", kernel_get_name, NULL, NULL, NULL},
@@ -198,6 +212,7 @@ static PyTypeObject KernelType = {
     .tp_dealloc = kernel_dealloc,
     .tp_repr = kernel_repr,
     .tp_getset = kernel_getset,
+    .tp_methods = kernel_methods,
     .tp_descr_get = kernel_descr_get,
     .tp_doc = "A kernel of a dlx.Library; call it with tensors and scalars.",
 };
@@ -643,6 +658,15 @@ static PyObject *library_subscript(PyObject *self, PyObject *key) {
 
 static PyMappingMethods library_as_mapping = {NULL, library_subscript, NULL};
 
+/* pickle.dumps(lib): by path and content digest, or by sources and options (dlx/_pickle.py). */
+static PyObject *library_reduce(PyObject *self, PyObject *unused) {
+  (void)unused;
+  PyObject *mod = PyImport_ImportModule("dlx._pickle");
+  PyObject *r = mod ? PyObject_CallMethod(mod, "reduce_library", "O", self) : NULL;
+  Py_XDECREF(mod);
+  return r;
+}
+
 static PyMemberDef library_members[] = {
     {"kernels", T_OBJECT_EX, offsetof(LibraryObject, kernels), READONLY,
      "names of the kernels the library defines"},
@@ -651,6 +675,7 @@ static PyMemberDef library_members[] = {
 
 static PyMethodDef library_methods[] = {
     {"__dir__", library_dir, METH_NOARGS, NULL},
+    {"__reduce__", library_reduce, METH_NOARGS, NULL},
 #if !DLX_LIB_HITS
     {"__getattr__", library_getattr, METH_O, NULL},
 #endif
