@@ -23,6 +23,18 @@ ADDON_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon",
                             "dlx_torch_addon.cc")
 
 _lock = threading.RLock()
+
+
+def _reset_lock_in_child():
+    """A fork while another thread is inside install() (building the addon) would leave the
+    child a lock no thread of it will release: the child gets a fresh one, and installs for
+    itself (the build lock it then waits on is the parent's to release; src/core/dlx_fork.h
+    keeps the child from holding that one)."""
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_reset_lock_in_child)
 _record = None
 probe_errors = {}  # probe -> repr(exception); a probe that raised counts as "not available"
 

@@ -1,6 +1,7 @@
 /* dlx_cache_lock.c - the build lock (flock), temp names and atomic publishing. */
 #include "dlx_cache_lock.h"
 #include "dlx_core.h"
+#include "dlx_fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +20,8 @@ int dlx_lock_acquire(const char *lock_path, dlx_lock *lock, char *err, size_t er
 int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*waiting)(void *ctx),
                              void *ctx, dlx_lock *lock, char *err, size_t errlen) {
   lock->fd = -1;
-  int fd;
-  do fd = open(lock_path, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
-  while (fd < 0 && errno == EINTR);
+  /* registered: a child forked while it is held does not keep the lock (dlx_fork.h) */
+  int fd = dlx_fork_open(lock_path, O_CREAT | O_RDWR | O_NOFOLLOW, 0600);
   if (fd < 0)
     return dlx_set_err(err, errlen, "cannot open lock file '%s': %s", lock_path,
                    errno == ELOOP ? "it is a symlink" : strerror(errno));
@@ -45,7 +45,7 @@ int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*wai
       double left = timeout_s - ((double)(now.tv_sec - t0.tv_sec) +
                                  (double)(now.tv_nsec - t0.tv_nsec) / 1e9);
       if (left <= 0) {
-        close(fd);
+        dlx_fork_close(fd);
         return dlx_set_err(err, errlen,
                            "gave up after %g s waiting for '%s': another process still holds it",
                            timeout_s, lock_path);
@@ -59,7 +59,7 @@ int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*wai
   }
   if (rc != 0) {
     int e = errno;
-    close(fd);
+    dlx_fork_close(fd);
     return dlx_set_err(err, errlen, "cannot lock '%s': %s", lock_path, strerror(e));
   }
   lock->fd = fd;
@@ -69,7 +69,7 @@ int dlx_lock_acquire_timeout(const char *lock_path, double timeout_s, void (*wai
 void dlx_lock_release(dlx_lock *lock) {
   if (!lock || lock->fd < 0) return;
   flock(lock->fd, LOCK_UN);
-  close(lock->fd);
+  dlx_fork_close(lock->fd);
   lock->fd = -1;
 }
 

@@ -1,6 +1,7 @@
 /* dlx_compile_command.c - compiler command lines and running them with captured output. */
 #include "dlx_compile_command.h"
 #include "dlx_core.h"
+#include "dlx_fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -414,7 +415,8 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   }
   int ncand = 0;
   while (cand[ncand]) ++ncand;
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+  /* registered: a thread forking meanwhile gives its child no copy of them (dlx_fork.h) */
+  if (dlx_fork_pipe(out) != 0 || dlx_fork_pipe(report) != 0) {
     dlx_set_err(err, errlen, "run '%s': pipe: %s", argv[0], strerror(errno));
     goto fail;
   }
@@ -424,7 +426,7 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   /* fork + execve with a close-on-exec pipe carrying errno back: a failed exec
    * is reported as such on every libc and under valgrind (posix_spawnp reports
    * it only on some). */
-  pid_t pid = fork();
+  pid_t pid = dlx_fork_own();
   if (pid < 0) {
     dlx_set_err(err, errlen, "run '%s': fork: %s", argv[0], strerror(errno));
     goto fail;
@@ -433,8 +435,8 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   /* Also from here, so the group exists before any kill (whichever runs first
    * wins; EACCES after the child's exec is harmless). */
   (void)setpgid(pid, pid);
-  close(out[1]);
-  close(report[1]);
+  dlx_fork_close(out[1]);
+  dlx_fork_close(report[1]);
   out[1] = report[1] = -1;
   dlx_argv_free(cand, ncand);
   cand = NULL;
@@ -443,13 +445,13 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
   ssize_t r;
   do r = read(report[0], &exec_errno, sizeof exec_errno);
   while (r < 0 && errno == EINTR);
-  close(report[0]);
+  dlx_fork_close(report[0]);
   report[0] = -1;
   int started = r == 0; /* EOF: the exec closed the pipe */
   int have_errno = r == (ssize_t)sizeof exec_errno;
 
   int timed_out = capture_read(&c, out[0], timeout_s, &t0, tick, ctx);
-  close(out[0]);
+  dlx_fork_close(out[0]);
   out[0] = -1;
 
   int status = 0;
@@ -479,8 +481,8 @@ int dlx_run_capture_ticking(char *const *argv, double timeout_s, void (*tick)(vo
 
 fail:
   for (int i = 0; i < 2; ++i) {
-    if (out[i] >= 0) close(out[i]);
-    if (report[i] >= 0) close(report[i]);
+    dlx_fork_close(out[i]);
+    dlx_fork_close(report[i]);
   }
   if (cand) {
     int n = 0;
