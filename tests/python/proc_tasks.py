@@ -28,6 +28,11 @@ def apply(kernel, x, a=1.0):
     return out
 
 
+def apply_block(block, kernel, a=1.0):
+    """dask.array.map_blocks's order: the block first."""
+    return apply(kernel, block, a)
+
+
 def call(kernel, *args):
     return kernel(*args)
 
