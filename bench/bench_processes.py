@@ -1,0 +1,148 @@
+"""Kernels across processes (issue 24): pickle size and unpickle time of a library and a
+kernel; a Dask map_blocks over 64 chunks with a ~5 ms kernel on 1 and 2 worker processes,
+next to the same map in this one process (goal: 2 workers >= 1.7x 1 worker on 2 cores).
+
+    PYTHONPATH=build-venv/fixtures .venv/bin/python bench/bench_processes.py
+
+unpickle, new process: the first pickle.loads in a fresh interpreter whose cache holds the
+library (load_inline: the warm cache check and load; a file: its sha256, then the load).
+unpickle, again: later loads of the same pickle in that process (a lookup and a stat).
+Without Dask's distributed installed, the Dask rows say so."""
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+WORK = r"""
+#include <dlx/dlx.h>
+/* work(x, out, rounds): out = x, then `rounds` times out = out * 0.999 + x (float32) */
+DLX_KERNEL(work) {
+  DLTensor *x, *out;
+  int64_t rounds;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &out) ||
+      dlx_arg_int(call, 2, &rounds))
+    return -1;
+  int64_t n = 1;
+  for (int i = 0; i < x->ndim; ++i) n *= x->shape[i];
+  const float *xs = (const float *)((const char *)x->data + x->byte_offset);
+  float *os = (float *)((char *)out->data + out->byte_offset);
+  for (int64_t i = 0; i < n; ++i) os[i] = xs[i];
+  for (int64_t r = 0; r < rounds; ++r)
+    for (int64_t i = 0; i < n; ++i) os[i] = os[i] * 0.999f + xs[i];
+  return 0;
+}
+"""
+
+CHILD = """
+import pickle, sys, time
+import dlx  # imported before timing: the row is the unpickle, not the import
+data = open(sys.argv[1], 'rb').read()
+t0 = time.perf_counter()
+obj = pickle.loads(data)
+t1 = time.perf_counter()
+for _ in range(1000):
+    pickle.loads(data)
+t2 = time.perf_counter()
+print(t1 - t0, (t2 - t1) / 1000)
+"""
+
+
+def _median_call(block, kernel, rounds):
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        work_block(block, kernel, rounds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def work_block(block, kernel, rounds):
+    out = np.empty_like(block)
+    kernel(np.ascontiguousarray(block), out, rounds)
+    return out
+
+
+def unpickle_rows(folder, named):
+    for what, obj in named:
+        data = pickle.dumps(obj)
+        path = os.path.join(folder, "obj.pickle")
+        with open(path, "wb") as f:
+            f.write(data)
+        runs = [subprocess.run([sys.executable, "-c", CHILD, path], check=True,
+                               capture_output=True, text=True).stdout.split()
+                for _ in range(5)]
+        first = statistics.median(float(r[0]) for r in runs)
+        again = statistics.median(float(r[1]) for r in runs)
+        print(f"  {what:<34} {len(data):>5} bytes; unpickle, new process {first * 1e3:7.3f} ms;"
+              f" again {again * 1e6:6.2f} us")
+
+
+def dask_rows(lib, x, chunks, rounds):
+    try:
+        import dask.array as da
+        import distributed
+    except ImportError:
+        print("  Dask map_blocks: skipped: dask / distributed not installed here")
+        return
+    arr = da.from_array(x, chunks=chunks)
+    t0 = time.perf_counter()
+    local = np.concatenate([work_block(b, lib.work, rounds) for b in np.split(x, 64)])
+    one = time.perf_counter() - t0
+    print(f"  map over 64 chunks in this process (no Dask): {one * 1e3:.0f} ms")
+    times = {}
+    for workers in (1, 2):
+        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=None,
+                                      silence_logs=40) as c, distributed.Client(c) as client:
+            y = arr.map_blocks(work_block, lib.work, rounds, dtype=np.float32)
+            np.testing.assert_array_equal(client.compute(y).result(), local)  # warm: loaded
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                client.compute(y).result()
+                best = min(best, time.perf_counter() - t0)
+            times[workers] = best
+            print(f"  Dask map_blocks, {workers} worker process(es): {best * 1e3:.0f} ms "
+                  f"(best of 3; {64 / best:.0f} chunks/s)")
+    print(f"  2 workers / 1 worker: {times[1] / times[2]:.2f}x (goal >= 1.7x on 2 cores)")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="dlx-bench-proc-") as cache:
+        os.environ["DLX_CACHE_DIR"] = cache
+        import dlx
+
+        lib = dlx.load_inline(WORK, name="work")
+        build = os.environ.get("DLX_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..",
+                                                             "build"))
+        so = os.path.join(build, "kernels", "test_kernels.so")
+        named = [("load_inline library", lib), ("load_inline kernel", lib.work)]
+        if os.path.exists(so):
+            files = dlx.load(so)
+            named += [("file library (test_kernels.so)", files),
+                      ("file kernel", files.echo_int)]
+        print(f"pickling ({sys.executable}; load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores):")
+        unpickle_rows(cache, named)
+        # ~5 ms per chunk: rounds calibrated on this machine
+        chunk = 1 << 14
+        x = np.random.default_rng(0).standard_normal(64 * chunk).astype(np.float32)
+        block = x[:chunk]
+        rounds = 16
+        for _ in range(8):  # scale the rounds until one chunk takes ~5 ms (median of 5)
+            took = _median_call(block, lib.work, rounds)
+            if 0.0045 <= took <= 0.0055:
+                break
+            rounds = max(1, int(rounds * 0.005 / max(took, 1e-6)))
+        print(f"Dask map_blocks, 64 chunks of {chunk} float32, kernel {took * 1e3:.1f} ms "
+              f"per chunk ({rounds} rounds):")
+        dask_rows(lib, x, chunk, rounds)
+
+
+if __name__ == "__main__":
+    main()
