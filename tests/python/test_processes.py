@@ -236,7 +236,9 @@ pid = os.fork()  # multiprocessing's "fork" does this; the child lives on
 if pid == 0:
     time.sleep(600)
     os._exit(0)
-print(pid, flush=True)
+with open(ready + ".tmp", "w") as f:
+    f.write(str(pid))
+os.rename(ready + ".tmp", ready + ".child")  # whole or not at all
 time.sleep(600)
 """
 
@@ -257,11 +259,10 @@ def test_builder_killed_mid_build_blocks_nobody(tmp_path, cache, fork_first):
     script = HOLDER if fork_first else HOLDER.replace("pid = os.fork()", "pid = 0 and os.fork()"
                                                       ).replace("if pid == 0:", "if False:")
     holder = python(script.replace("sys.argv[1]", repr(str(marker))), env={"CC": str(cc)})
-    child_pid = None
     try:
         wait_for(marker, holder)
         if fork_first:
-            child_pid = int(holder.stdout.readline())
+            wait_for(f"{marker}.child", holder)
         holder.send_signal(signal.SIGKILL)
         holder.wait(WAIT)
         nxt = python(NEXT, env={"DLX_BUILD_TIMEOUT": str(WAIT)})
@@ -270,9 +271,9 @@ def test_builder_killed_mid_build_blocks_nobody(tmp_path, cache, fork_first):
         holder.kill()
         holder.wait()
         kill_group_of(pids)
-        if child_pid:
+        if fork_first and os.path.exists(f"{marker}.child"):  # the holder's child, too
             try:
-                os.kill(child_pid, signal.SIGKILL)
+                os.kill(int(open(f"{marker}.child").read()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
     assert rc == 0, out
