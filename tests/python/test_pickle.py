@@ -4,7 +4,6 @@ sources and options; a kernel by its library and name. Other processes are fresh
 interpreters (conftest.run_python) that unpickle what this one wrote."""
 import os
 import pickle
-import shutil
 import subprocess
 import textwrap
 
@@ -27,9 +26,10 @@ DLX_KERNEL(add) {
 def compile_so(folder, name, body):
     src = folder / f"{name}.c"
     src.write_text("#include <dlx/dlx.h>\n" + textwrap.dedent(body))
-    so = folder / f"{name}.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-I", dlx.include_dir(), str(src), "-o", str(so)],
+    so, tmp = folder / f"{name}.so", folder / f"{name}.so.tmp"
+    subprocess.run(["cc", "-shared", "-fPIC", "-I", dlx.include_dir(), str(src), "-o", str(tmp)],
                    check=True, timeout=120)
+    os.replace(tmp, so)  # a new file: one this process has mapped is never written in place
     return so
 
 
@@ -70,7 +70,7 @@ def test_changed_file_on_the_other_side_is_an_import_error_naming_it(tmp_path):
     data = tmp_path / "lib.pickle"
     data.write_bytes(pickle.dumps(lib.k))
     other = compile_so(tmp_path, "two", "DLX_KERNEL(k) { return dlx_return_int(call, 2); }")
-    shutil.copyfile(other, so)  # the receiving side has other code under that name
+    os.replace(other, so)  # the receiving side has other code under that name
     r = run_python(f"import pickle\npickle.loads(open({str(data)!r}, 'rb').read())", check=False)
     assert r.returncode != 0 and "ImportError" in r.stderr and str(so) in r.stderr
     assert "other content" in r.stderr
