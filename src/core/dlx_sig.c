@@ -826,6 +826,7 @@ void dlx_sig_quick_plan(const dlx_sig *s, int32_t param, dlx_sig_quick *q) {
   q->dtype = DLX_SIG_NO_EXACT;
   q->ndim = -1;
   q->kind = ty->kind;
+  q->mut = ty->kind == DLX_SIG_TENSOR && (ty->flags & DLX_SIG_MUT) != 0; /* quick or not */
   if (ty->kind != DLX_SIG_TENSOR || ty->dtype_exact == DLX_SIG_NO_EXACT || ty->ndims < 0 ||
       ty->ellipsis >= 0 || ty->ndims > DLX_SIG_QUICK_DIMS || (ty->flags & ~DLX_SIG_MUT))
     return;
@@ -843,6 +844,5 @@ void dlx_sig_quick_plan(const dlx_sig *s, int32_t param, dlx_sig_quick *q) {
     }
   }
   q->dtype = ty->dtype_exact;
-  q->mut = (ty->flags & DLX_SIG_MUT) != 0;
   q->ndim = ty->ndims;
 }

@@ -194,14 +194,19 @@ typedef struct dlx_sig_fault {
   int32_t sym;   /* SYMBOL: which */
 } dlx_sig_fault;
 
-/* Contiguous in row-major order (extent-1 dimensions may have any stride). */
+/* Contiguous in row-major order (extent-1 dimensions may have any stride; a tensor with a
+ * zero extent anywhere has no element to step to, so it is contiguous whatever its
+ * strides). */
 static inline int dlx_sig_is_contig(const DLTensor *t) {
   if (!t->strides) return 1;
   int64_t expect = 1;
   for (int32_t d = t->ndim - 1; d >= 0; --d) {
     int64_t n = t->shape[d];
-    if (n == 0) return 1;
-    if (n != 1 && t->strides[d] != expect) return 0;
+    if (n != 1 && t->strides[d] != expect) {
+      for (int32_t e = 0; e < t->ndim; ++e) /* rare: only a layout already refused */
+        if (t->shape[e] == 0) return 1;
+      return 0;
+    }
     expect *= n;
   }
   return 1;
@@ -287,7 +292,8 @@ static inline int dlx_sig_check_tensor(const dlx_sig *s, int32_t param, const DL
 typedef struct dlx_sig_quick {
   uint32_t dtype;  /* dlx_sig_dtype_packed of the one dtype */
   int32_t ndim;    /* -1: not quick */
-  int32_t mut;     /* 1: a read-only tensor is refused */
+  int32_t mut;     /* 1: a read-only tensor is refused (set for every mut tensor parameter,
+                      quick or not: the call learns its flags through an owned export) */
   int32_t kind;    /* the parameter's dlx_sig_kind, quick or not */
   int8_t sym[DLX_SIG_QUICK_DIMS];      /* per dimension: a size symbol, -1 any extent, -2
                                           the fixed extent[d] */

@@ -30,7 +30,7 @@ uintptr_t dlx_stream_default_handle(DLDeviceType t) {
   return t == kDLCUDA || t == kDLCUDAManaged ? 2 : 0;
 }
 
-int dlx_stream_dlpack_arg(DLDeviceType t, uintptr_t handle, int64_t *out) {
+int dlx_stream_dlpack_arg(DLDeviceType t, uintptr_t handle, uint64_t *out) {
   switch (t) {
     case kDLCPU:
     case kDLCUDAHost:
@@ -38,15 +38,15 @@ int dlx_stream_dlpack_arg(DLDeviceType t, uintptr_t handle, int64_t *out) {
       return DLX_DLPACK_NO_STREAM;
     case kDLCUDA:
     case kDLCUDAManaged:
-      *out = handle == 0 ? 1 : (int64_t)handle; /* NULL is the legacy default: DLPack's 1 */
+      *out = handle == 0 ? 1 : (uint64_t)handle; /* NULL is the legacy default: DLPack's 1 */
       return DLX_DLPACK_STREAM;
     case kDLROCM:
       if (handle == 1 || handle == 2) return DLX_DLPACK_BAD_STREAM;
-      *out = (int64_t)handle;
+      *out = (uint64_t)handle;
       return DLX_DLPACK_STREAM;
     default:
       if (!handle) return DLX_DLPACK_NO_STREAM;
-      *out = (int64_t)handle;
+      *out = (uint64_t)handle;
       return DLX_DLPACK_STREAM;
   }
 }

@@ -48,8 +48,10 @@ uintptr_t dlx_stream_default_handle(DLDeviceType t);
  *   CPU and pinned host memory (CUDA host, ROCm host): no stream at all.
  *   Other devices: the handle as an integer, none for NULL.
  * Returns DLX_DLPACK_STREAM with *out set, DLX_DLPACK_NO_STREAM, or DLX_DLPACK_BAD_STREAM
- * when no DLPack integer means that handle on that device (ROCm 1 and 2). */
+ * when no DLPack integer means that handle on that device (ROCm 1 and 2). The integer is
+ * unsigned: a handle >= 2**63 must not reach __dlpack__ negative (-1 there means "do not
+ * synchronize"). */
 enum { DLX_DLPACK_STREAM = 0, DLX_DLPACK_NO_STREAM = 1, DLX_DLPACK_BAD_STREAM = -1 };
-int dlx_stream_dlpack_arg(DLDeviceType t, uintptr_t handle, int64_t *out);
+int dlx_stream_dlpack_arg(DLDeviceType t, uintptr_t handle, uint64_t *out);
 
 #endif /* DLX_STREAM_H_ */

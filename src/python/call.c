@@ -123,11 +123,25 @@ void dlx_raise_named_at(const char *where, const char *kind, const char *message
   if (!message) message = "(no message)"; /* SetError(ctx, NULL, NULL) is a producer bug */
   PyObject *cls = exception_class(kind);
   if (cls) {
-    PyErr_Format(cls, "%s%s", where, message);
+    /* Built here, not by PyErr_Format: a class whose constructor wants other arguments
+     * (UnicodeDecodeError, ExceptionGroup, a user class) or returns something else falls
+     * back to RuntimeError like an unknown kind, instead of raising its TypeError. */
+    PyObject *text = PyUnicode_FromFormat("%s%s", where, message);
+    PyObject *exc = text ? PyObject_CallOneArg(cls, text) : NULL;
+    Py_XDECREF(text);
+    if (exc && PyObject_TypeCheck(exc, (PyTypeObject *)cls)) {
+      PyErr_SetObject(cls, exc);
+      Py_DECREF(exc);
+      Py_DECREF(cls);
+      return;
+    }
+    Py_XDECREF(exc);
     Py_DECREF(cls);
-  } else { /* unknown kinds still say what they were */
-    PyErr_Format(PyExc_RuntimeError, "%s%s: %s", where, kind ? kind : "error", message);
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) return;
+    PyErr_Clear();
   }
+  /* unknown kinds still say what they were */
+  PyErr_Format(PyExc_RuntimeError, "%s%s: %s", where, kind ? kind : "error", message);
 }
 
 void dlx_raise_named(const char *kind, const char *message) {
@@ -136,13 +150,21 @@ void dlx_raise_named(const char *kind, const char *message) {
 
 /* Raise `kind` with "<kernel>(): message" (message may be NULL). */
 static void raise_in_call(call_state *st, const char *kind, const char *message) {
-  char where[300];
-  int n = PyOS_snprintf(where, sizeof where, "%s(): ", st->k->name);
-  if (message && n > 0 && strncmp(message, where, (size_t)n) == 0)
-    where[0] = '\0'; /* the kernel named itself already */
-  dlx_raise_named_at(where, kind, message);
+  /* the whole name, however long (a cut one would not say which kernel) */
+  size_t n = strlen(st->k->name);
+  char buf[256], *where = n + 5 <= sizeof buf ? buf : PyMem_Malloc(n + 5);
   st->failed = 1;
   st->prefixed = 1;
+  if (!where) {
+    PyErr_NoMemory();
+    return;
+  }
+  memcpy(where, st->k->name, n);
+  memcpy(where + n, "(): ", 5);
+  if (message && strncmp(message, where, n + 4) == 0)
+    where[0] = '\0'; /* the kernel named itself already */
+  dlx_raise_named_at(where, kind, message);
+  if (where != buf) PyMem_Free(where);
 }
 
 /* With the GIL held. */
@@ -228,11 +250,27 @@ static const DLPackExchangeAPI *first_table(const call_state *st) {
   return NULL;
 }
 
+static int alloc_result(call_state *st, DLDevice device, int32_t ndim, const int64_t *shape,
+                        int64_t *dims, int64_t *strides, DLDataType dtype, DLTensor **out);
+
 static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
                              const int64_t *shape, DLDataType dtype, DLTensor **out) {
-  if (ndim < 0 || ndim > DLX_MAX_ARGS || (ndim && !shape))
+  /* No limit of dlx's own on ndim, as for arguments (convert.c): the table's allocator
+   * refuses what its framework cannot hold (numpy: 64 dimensions, 32 before numpy 2). */
+  if (ndim < 0 || (ndim && !shape))
     return fail(st, "ValueError", "dlx_return_new_tensor: invalid ndim %d", (int)ndim);
-  int64_t dims[DLX_MAX_ARGS], strides[DLX_MAX_ARGS];
+  int64_t local[2 * DLX_SCRATCH_DIMS];
+  int64_t *dims = ndim <= DLX_SCRATCH_DIMS ? local : PyMem_RawMalloc(2 * sizeof(int64_t) *
+                                                                    (size_t)ndim);
+  if (!dims) return fail(st, "MemoryError", "dlx_return_new_tensor: out of memory");
+  int64_t *strides = dims + (ndim <= DLX_SCRATCH_DIMS ? DLX_SCRATCH_DIMS : ndim);
+  int rc = alloc_result(st, device, ndim, shape, dims, strides, dtype, out);
+  if (dims != local) PyMem_RawFree(dims);
+  return rc;
+}
+
+static int alloc_result(call_state *st, DLDevice device, int32_t ndim, const int64_t *shape,
+                        int64_t *dims, int64_t *strides, DLDataType dtype, DLTensor **out) {
   for (int32_t i = 0; i < ndim; ++i) {
     if (shape[i] < 0)
       return fail(st, "ValueError", "dlx_return_new_tensor: negative extent %lld in dim %d",
@@ -364,16 +402,30 @@ static inline int same_device(DLDevice a, DLDevice b) {
   return x == y;
 }
 
+/* How errors name argument i: a declared kernel's parameter ('x'), else its position
+ * (and the type of `obj`, when given). Error paths only. */
+static const char *arg_label(const dlx_kernel_info *k, int32_t i, PyObject *obj, char *buf,
+                             size_t n) {
+  if (k->sig)
+    PyOS_snprintf(buf, n, "'%s'", dlx_sig_param_name(k->sig, i));
+  else if (obj)
+    PyOS_snprintf(buf, n, "argument %d (%.100s)", (int)i, Py_TYPE(obj)->tp_name);
+  else
+    PyOS_snprintf(buf, n, "argument %d", (int)i);
+  return buf;
+}
+
 /* Two non-CPU tensors of one call on different devices: no stream serves both. */
 static int device_mismatch(call_state *st, int32_t first, DLDevice a, int32_t second,
                            DLDevice b) {
-  char da[48], db[48];
+  char da[48], db[48], la[160], lb[160];
   device_text(a, da, sizeof da);
   device_text(b, db, sizeof db);
   return fail(st, "ValueError",
-              "argument %d is on %s but argument %d is on %s; the tensors of one call must "
+              "%s is on %s but %s is on %s; the tensors of one call must "
               "share one device (CPU tensors may accompany it)",
-              (int)first, da, (int)second, db);
+              arg_label(st->k, first, NULL, la, sizeof la), da,
+              arg_label(st->k, second, NULL, lb, sizeof lb), db);
 }
 
 /* ---- binding: Python's own words for an equivalent `def` ---------------------------- */
@@ -510,6 +562,71 @@ static int bad_element(const dlx_kernel_info *k, int32_t i, PyObject *obj, Py_ss
   return -1;
 }
 
+/* The pending exception becomes the __cause__ of the one `raise_new` raises (cold). */
+static __attribute__((cold)) void cause_of_next(PyObject **cause) {
+  PyObject *et, *tb;
+  PyErr_Fetch(&et, cause, &tb);
+  PyErr_NormalizeException(&et, cause, &tb);
+  if (tb && *cause) PyException_SetTraceback(*cause, tb);
+  Py_XDECREF(et);
+  Py_XDECREF(tb);
+}
+
+static __attribute__((cold)) int caused_by(PyObject *cause) {
+  if (!cause) return -1;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyErr_NormalizeException(&et, &ev, &tb);
+  if (ev) PyException_SetCause(ev, cause); /* steals */
+  else Py_DECREF(cause);
+  PyErr_Restore(et, ev, tb);
+  return -1;
+}
+
+/* Parameter i of a declared kernel failed to convert with an exception of its own (an
+ * __index__ or __float__ that raised, an overflow, a list changed meanwhile): the same
+ * class, named after the kernel and the parameter, the original as __cause__ (cold). */
+static __attribute__((cold, noinline)) int param_error(const dlx_kernel_info *k, int32_t i) {
+  return dlx_prefix_error("%s(): '%s': ", k->name, dlx_sig_param_name(k->sig, i));
+}
+
+/* wrong_kind, the pending exception as its cause (numpy's "only integer scalar arrays
+ * can be converted to a scalar index" for an array given as an int). */
+static __attribute__((cold, noinline)) int wrong_kind_caused(const dlx_kernel_info *k, int32_t i,
+                                                             PyObject *obj) {
+  PyObject *cause;
+  cause_of_next(&cause);
+  wrong_kind(k, i, obj);
+  return caused_by(cause);
+}
+
+/* An int beyond 64 bits, without its repr (10**100000 has none on 3.11+). */
+static __attribute__((cold, noinline)) int int_overflow(const dlx_kernel_info *k, int32_t i,
+                                                        PyObject *obj) {
+  PyObject *nbits = PyObject_CallMethod(obj, "bit_length", NULL);
+  long long bits = nbits ? PyLong_AsLongLong(nbits) : -1;
+  Py_XDECREF(nbits);
+  PyErr_Clear();
+  if (bits >= 0 && bits <= 128)
+    PyErr_Format(PyExc_OverflowError, "%s(): '%s' = %R does not fit in 64 bits", k->name,
+                 dlx_sig_param_name(k->sig, i), obj);
+  else
+    PyErr_Format(PyExc_OverflowError, "%s(): '%s' (an int of %lld bits) does not fit in 64 bits",
+                 k->name, dlx_sig_param_name(k->sig, i), bits);
+  return -1;
+}
+
+/* A str with no UTF-8 form (lone surrogates): the ValueError a kernel's parameter gets,
+ * the UnicodeEncodeError as its cause. */
+static __attribute__((cold, noinline)) int str_not_utf8(const dlx_kernel_info *k, int32_t i) {
+  if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return param_error(k, i);
+  PyObject *cause;
+  cause_of_next(&cause);
+  PyErr_Format(PyExc_ValueError, "%s(): '%s' must be a str with a UTF-8 form: %S", k->name,
+               dlx_sig_param_name(k->sig, i), cause ? cause : Py_None);
+  return caused_by(cause);
+}
+
 /* A declared tensor that failed conversion's kind or the plan's check (cold). */
 static int tensor_refused(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx_arg *a,
                           dlx_slot *slot, const dlx_sig_bindings *binds,
@@ -546,30 +663,31 @@ static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx
         PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number; /* numpy scalars */
         if (nb && nb->nb_index) {
           PyObject *v = PyNumber_Index(obj);
-          if (!v) return -1;
+          if (!v)
+            return PyErr_ExceptionMatches(PyExc_TypeError) && PyObject_CheckBuffer(obj)
+                       ? wrong_kind_caused(k, i, obj) /* an array */
+                       : param_error(k, i);
           int rc = convert_other(k, i, v, a, slot);
           Py_DECREF(v);
           return rc;
         }
         if (ty->kind == DLX_SIG_INT || !nb || !nb->nb_float || PyUnicode_Check(obj))
           return wrong_kind(k, i, obj);
+        int complex = dlx_is_complex(obj); /* float(1+2j) is a TypeError too */
+        if (complex) return complex > 0 ? wrong_kind(k, i, obj) : param_error(k, i);
         is_float = 1;
       }
       if (ty->kind == DLX_SIG_FLOAT) {
         a->kind = DLX_ARG_FLOAT;
         a->value.f = is_float ? PyFloat_AsDouble(obj) : PyLong_AsDouble(obj);
-        if (a->value.f == -1.0 && PyErr_Occurred()) return -1;
+        if (a->value.f == -1.0 && PyErr_Occurred()) return param_error(k, i);
         return 0;
       }
       int overflow = 0;
       a->kind = DLX_ARG_INT;
       a->value.i = PyLong_AsLongLongAndOverflow(obj, &overflow);
-      if (overflow) {
-        PyErr_Format(PyExc_OverflowError, "%s(): '%s' = %R does not fit in 64 bits", k->name,
-                     dlx_sig_param_name(k->sig, i), obj);
-        return -1;
-      }
-      return a->value.i == -1 && PyErr_Occurred() ? -1 : 0;
+      if (overflow) return int_overflow(k, i, obj);
+      return a->value.i == -1 && PyErr_Occurred() ? param_error(k, i) : 0;
     }
     case DLX_SIG_BOOL:
       if (!PyBool_Check(obj)) return wrong_kind(k, i, obj);
@@ -578,14 +696,14 @@ static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx
       return 0;
     case DLX_SIG_STR:
       if (!PyUnicode_Check(obj)) return wrong_kind(k, i, obj);
-      return dlx_convert_str(obj, i, a, slot);
+      return dlx_convert_str(obj, i, a, slot) ? str_not_utf8(k, i) : 0;
     case DLX_SIG_INTS:
     case DLX_SIG_FLOATS: {
       if (!PyTuple_Check(obj) && !PyList_Check(obj)) return wrong_kind(k, i, obj);
       Py_ssize_t bad = 0;
       int rc = dlx_convert_seq(obj, ty->kind == DLX_SIG_INTS ? DLX_ARG_INTS : DLX_ARG_FLOATS, a,
                                slot, &bad);
-      return rc == -2 ? bad_element(k, i, obj, bad) : rc;
+      return rc == -2 ? bad_element(k, i, obj, bad) : rc ? param_error(k, i) : 0;
     }
     default: /* a tensor given None */
       return wrong_kind(k, i, obj);
@@ -685,8 +803,9 @@ __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObje
     }
     case DLX_STREAM_PROVIDER:
       if (dlx_stream_provider_call(provider, dev, &handle)) {
-        dlx_prefix_error("%s(): argument %d (%.100s): stream provider: ", k->name,
-                         (int)provider_arg, Py_TYPE(objs[provider_arg])->tp_name);
+        char l[160];
+        dlx_prefix_error("%s(): %s: stream provider: ", k->name,
+                         arg_label(k, provider_arg, objs[provider_arg], l, sizeof l));
         st->prefixed = 1;
         return -1;
       }
@@ -698,18 +817,18 @@ __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObje
   st->pub.stream = (void *)handle;
   for (int32_t i = 0; i < n; ++i) {
     if (!dlx_slot_deferred(&argv[i], &slots[i])) continue;
-    int64_t v = 0;
+    uint64_t v = 0;
     PyObject *stream = NULL;
     int how = dlx_stream_dlpack_arg(dev.device_type, handle, &v);
     if (how == DLX_DLPACK_BAD_STREAM) {
-      char d[48];
+      char d[48], l[160];
       device_text(dev, d, sizeof d);
       return fail(st, "ValueError",
-                  "argument %d (%.100s) is on %s, where DLPack has no stream number for the "
+                  "%s is on %s, where DLPack has no stream number for the "
                   "call's stream %#llx (ROCm allows 0 or a stream pointer > 2)",
-                  (int)i, Py_TYPE(objs[i])->tp_name, d, (unsigned long long)handle);
+                  arg_label(k, i, objs[i], l, sizeof l), d, (unsigned long long)handle);
     }
-    if (how == DLX_DLPACK_STREAM && !(stream = PyLong_FromLongLong(v))) return -1;
+    if (how == DLX_DLPACK_STREAM && !(stream = PyLong_FromUnsignedLongLong(v))) return -1;
     int rc = dlx_export_deferred(objs[i], stream, &argv[i], &slots[i]);
     Py_XDECREF(stream);
     if (rc < 0) {
@@ -718,13 +837,13 @@ __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObje
     }
     DLDevice got = argv[i].value.tensor->device;
     if (!same_device(got, dev)) {
-      char dg[48], dd[48];
+      char dg[48], dd[48], l[160];
       device_text(got, dg, sizeof dg);
       device_text(dev, dd, sizeof dd);
       return fail(st, "ValueError",
-                  "argument %d (%.100s): __dlpack__ exported a tensor on %s, but the call's "
+                  "%s: __dlpack__ exported a tensor on %s, but the call's "
                   "device is %s (from __dlpack_device__ and the other arguments)",
-                  (int)i, Py_TYPE(objs[i])->tp_name, dg, dd);
+                  arg_label(k, i, objs[i], l, sizeof l), dg, dd);
     }
     if (k->sig && check_declared(k, i, objs[i], &argv[i], &slots[i], binds)) {
       st->prefixed = 1;
@@ -732,9 +851,11 @@ __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObje
     }
   }
   return 0;
-producer_error:
-  dlx_prefix_error("%s(): argument %d (%.100s): ", k->name, (int)provider_arg,
-                   Py_TYPE(objs[provider_arg])->tp_name);
+producer_error: {
+  char l[160];
+  dlx_prefix_error("%s(): %s: ", k->name, arg_label(k, provider_arg, objs[provider_arg], l,
+                                                    sizeof l));
+}
   st->prefixed = 1;
   return -1;
 }
@@ -809,7 +930,22 @@ static __attribute__((noinline, cold)) PyObject *kernel_failed(call_state *st, i
 static __attribute__((noinline, cold)) PyObject *convert_failed(call_state *st, int32_t i,
                                                                 PyObject *obj) {
   settle(st, i);
-  dlx_prefix_error("%s(): argument %d (%.100s): ", st->k->name, (int)i, Py_TYPE(obj)->tp_name);
+  const dlx_kernel_info *k = st->k;
+  if (k->sig && PyErr_ExceptionMatches(PyExc_BufferError) &&
+      dlx_numpy_dtype_inexpressible(obj)) {
+    /* a dtype DLPack cannot express is not among the declared ones: the documented
+     * TypeError, numpy's BufferError as its cause */
+    char want[256];
+    dlx_sig_format_type(k->sig, &k->sig->params[i].type, want, sizeof want);
+    PyObject *cause;
+    cause_of_next(&cause);
+    PyErr_Format(PyExc_TypeError, "%s(): '%s' must be %s: %S", k->name,
+                 dlx_sig_param_name(k->sig, i), want, cause ? cause : Py_None);
+    caused_by(cause);
+  } else {
+    char l[160];
+    dlx_prefix_error("%s(): %s: ", k->name, arg_label(k, i, obj, l, sizeof l));
+  }
   st->prefixed = 1;
   if (st->argv[i].kind == DLX_ARG_TENSOR) { /* partial: release it, error kept aside */
     PyObject *et, *ev, *tb;
@@ -946,6 +1082,14 @@ static inline __attribute__((always_inline)) int convert_object(call_state *st, 
   return rc;
 }
 
+/* The type info of a `mut` tensor's type the cache has not seen (cold): NULL when the
+ * type yields no tensor (the general path then raises, naming the parameter). */
+static __attribute__((noinline, cold)) const dlx_type_info *mut_type_miss(PyTypeObject *tp) {
+  const dlx_type_info *info = dlx_type_info_miss(tp);
+  if (!info) PyErr_Clear();
+  return info;
+}
+
 /* Kernels without a signature: positional arguments, each converted by what it is. */
 static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
                                int32_t nargs) {
@@ -1024,7 +1168,22 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st.owners[st.nowners++] = i;
       continue;
     }
-    int rc = convert_object(&st, i, obj, tp, &npv);
+    int rc;
+    /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
+     * READ_ONLY travels with the owned export only), so the owned export is asked and a
+     * read-only tensor is refused by the check. Everything else (numpy, __dlpack__,
+     * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
+    if (__builtin_expect(q->mut, 0) && tp != npv.type) {
+      const dlx_type_info *info = dlx_type_info_hit(tp);
+      if (!info) info = mut_type_miss(tp);
+      if (info && info->view) {
+        npv.type = NULL; /* the table's code runs */
+        rc = dlx_convert_owned(info->api, obj, a, slot);
+        goto converted;
+      }
+    }
+    rc = convert_object(&st, i, obj, tp, &npv);
+  converted:
     if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
       if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds), 0) &&
           check_declared(k, i, obj, a, slot, &binds))

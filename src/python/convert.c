@@ -93,14 +93,9 @@ __attribute__((cold)) int dlx_view_fix_dims(dlx_arg *arg, dlx_slot *slot) {
   return fix_dims(arg, slot);
 }
 
-static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
-                      dlx_slot *slot) {
-  slot->api = api;
-  if (api->dltensor_from_py_object_no_sync) {
-    if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg();
-    arg->value.tensor = &slot->view;
-    return check_dims(arg, slot);
-  }
+/* The table's owned export: it carries DLPack's flags (READ_ONLY), the view does not. */
+static int from_table_owned(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
+                            dlx_slot *slot) {
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &m)) return fail_arg();
   if (!m) {
@@ -112,6 +107,26 @@ static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
   arg->value.tensor = &m->dl_tensor;
   arg->readonly = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   return check_dims(arg, slot) < 0 ? -1 : 1;
+}
+
+static int from_table(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
+                      dlx_slot *slot) {
+  slot->api = api;
+  if (api->dltensor_from_py_object_no_sync) {
+    if (api->dltensor_from_py_object_no_sync(obj, &slot->view)) return fail_arg();
+    arg->value.tensor = &slot->view;
+    return check_dims(arg, slot);
+  }
+  return from_table_owned(api, obj, arg, slot);
+}
+
+int dlx_convert_owned(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
+                      dlx_slot *slot) {
+  arg->readonly = 0;
+  arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
+  slot_clean(slot);
+  slot->api = api;
+  return from_table_owned(api, obj, arg, slot);
 }
 
 /* Producers that rejected keywords, per type: a retry costs an exception, so a type that
@@ -276,7 +291,7 @@ static int from_dlpack_producer(PyObject *obj, const DLPackExchangeAPI *jax, dlx
   DLDevice dev;
   int rc = dlpack_device(obj, &dev);
   if (rc < 0) return fail_arg();
-  int64_t unused;
+  uint64_t unused;
   if (rc == 0 || dlx_stream_dlpack_arg(dev.device_type, 1, &unused) == DLX_DLPACK_NO_STREAM)
     return jax ? from_table(jax, obj, arg, slot) : from_dlpack(obj, NULL, arg, slot);
   memset(&slot->view, 0, sizeof slot->view);
@@ -419,6 +434,14 @@ __attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_
       return PyErr_Occurred() ? fail_arg() : 0;
     }
     if (tp->tp_as_number->nb_float) {
+      int complex = dlx_is_complex(obj);
+      if (complex) {
+        if (complex > 0)
+          PyErr_Format(PyExc_TypeError, "%.100s is a complex number: a kernel takes no complex "
+                                        "scalar (pass the real part, or a tensor)",
+                       tp->tp_name);
+        return -1;
+      }
       arg->kind = DLX_ARG_FLOAT;
       arg->value.f = PyFloat_AsDouble(obj);
       return PyErr_Occurred() ? fail_arg() : 0;
@@ -488,6 +511,28 @@ int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
   return 0;
 }
 
+int dlx_is_complex(PyObject *obj) {
+  if (PyComplex_Check(obj)) return 1;
+  if (PyFloat_Check(obj) || PyLong_Check(obj)) return 0;
+  static PyObject *complex_abc, *real_abc; /* numbers.Complex, numbers.Real */
+  if (!complex_abc) {
+    PyObject *numbers = PyImport_ImportModule("numbers");
+    PyObject *c = numbers ? PyObject_GetAttrString(numbers, "Complex") : NULL;
+    PyObject *r = c ? PyObject_GetAttrString(numbers, "Real") : NULL;
+    Py_XDECREF(numbers);
+    if (!r) {
+      Py_XDECREF(c);
+      return -1;
+    }
+    complex_abc = c;
+    real_abc = r;
+  }
+  int c = PyObject_IsInstance(obj, complex_abc);
+  if (c <= 0) return c;
+  int r = PyObject_IsInstance(obj, real_abc);
+  return r < 0 ? -1 : !r;
+}
+
 static int int_like(PyObject *o) {
   if (PyLong_Check(o)) return 1;
   PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
@@ -497,7 +542,8 @@ static int int_like(PyObject *o) {
 static int float_like(PyObject *o) {
   if (PyFloat_Check(o)) return 1;
   PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
-  return nb && nb->nb_float && !PyUnicode_Check(o); /* numpy float32 */
+  /* numpy float32; not numpy's complex (its __float__ drops the imaginary part) */
+  return nb && nb->nb_float && !PyUnicode_Check(o) && dlx_is_complex(o) == 0;
 }
 
 int dlx_convert_seq(PyObject *obj, int want, dlx_arg *arg, dlx_slot *slot, Py_ssize_t *bad) {

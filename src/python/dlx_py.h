@@ -133,6 +133,9 @@ const DLPackExchangeAPI *dlx_numpy_table(void);
 /* The numpy provider's fast view (see dlx_scratch_view_fn). */
 int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32_t scratch_len,
                            int32_t *readonly);
+/* 1 when `obj` is an ndarray whose dtype DLPack cannot express (object, structured,
+ * non-native byte order...), else 0; never raises. For error messages. */
+int dlx_numpy_dtype_inexpressible(PyObject *obj);
 
 /* ---- jax_table.c: dlx's exchange table for jax.Array (module function _install_jax) ---- */
 int dlx_jax_init(PyObject *module);
@@ -185,6 +188,11 @@ static inline int dlx_slot_deferred(const dlx_arg *arg, const dlx_slot *slot) {
  * `fallback`, a TypeError (a producer older than those keywords) is retried with fewer:
  * the stream alone, then none; a type that said "keyword" is remembered. */
 PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback);
+/* A tensor of a table type through the table's owned export (flags included), whatever
+ * view export the table has: for `mut` parameters, whose read-only tensors are refused.
+ * dlx_convert_arg's results (1: the slot owns the export). */
+int dlx_convert_owned(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
+                      dlx_slot *slot);
 /* The cold ends of dlx_convert_view: the export failed; the tensor lacks strides or is
  * malformed. Same results as dlx_convert_arg. */
 int dlx_view_failed(dlx_arg *arg, dlx_slot *slot);
@@ -221,6 +229,10 @@ int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
  * 0; -1 with an exception; -2 without one when element *bad has the wrong kind. Holds
  * memory only when it returned 0 (dlx_release_seq frees it). */
 int dlx_convert_seq(PyObject *obj, int want, dlx_arg *arg, dlx_slot *slot, Py_ssize_t *bad);
+
+/* 1 when `obj` is a complex number (complex, numpy.complex64/128: numbers.Complex but not
+ * numbers.Real), which a float or int must not take as its real part; -1 with an error. */
+int dlx_is_complex(PyObject *obj);
 static inline void dlx_release_seq(dlx_slot *slot) {
   if (slot->heap) PyMem_RawFree(slot->heap), slot->heap = NULL;
   if (slot->as_floats && slot->as_floats != slot->fscratch + slot->seq.len)

@@ -5,7 +5,7 @@
  */
 #include "dlx_py.h"
 
-/* Same class, message prefixed; classes that cannot be
+/* Same class, message prefixed, the original as __cause__; classes that cannot be
  * built from one message (UnicodeDecodeError, a custom __init__) keep the original
  * exception and get the prefix as a note. */
 static void prefix_pending(PyObject *prefix) {
@@ -26,15 +26,10 @@ static void prefix_pending(PyObject *prefix) {
     Py_DECREF(msg);
   }
   if (renamed && PyExceptionInstance_Check(renamed)) {
-    /* It stands in for the original: same traceback (frames of a producer's Python
-     * code included), same cause and context; no extra link in the chain. */
-    PyObject *cause = PyException_GetCause(value), *context = PyException_GetContext(value);
-    if (cause) PyException_SetCause(renamed, cause); /* steals */
-    if (context) PyException_SetContext(renamed, context); /* steals */
-    ((PyBaseExceptionObject *)renamed)->suppress_context =
-        ((PyBaseExceptionObject *)value)->suppress_context;
+    /* It stands in for the original, which stays reachable as its __cause__ (with its
+     * own cause, context and traceback: frames of a producer's Python code included). */
     if (tb) PyException_SetTraceback(renamed, tb);
-    Py_XDECREF(value);
+    PyException_SetCause(renamed, value); /* steals; sets __suppress_context__ */
     PyErr_Restore(type, renamed, tb);
     return;
   }

@@ -626,6 +626,22 @@ static void library_dealloc(PyObject *self) {
   Py_TYPE(self)->tp_free(self);
 }
 
+/* `del lib.k` / `lib.k = v`: the kernels are the library's (issue 25), so a kernel's name
+ * cannot be unbound or rebound; other names behave as on any object with a dict. */
+static int library_setattro(PyObject *self, PyObject *name, PyObject *value) {
+  LibraryObject *lib = (LibraryObject *)self;
+  int is_kernel =
+      lib->kernels && PyUnicode_Check(name) ? PySequence_Contains(lib->kernels, name) : 0;
+  if (is_kernel < 0) return -1;
+  if (is_kernel) {
+    PyErr_Format(PyExc_AttributeError,
+                 "cannot %s kernel '%U' of %U: its kernels belong to the library",
+                 value ? "replace" : "delete", name, lib->path);
+    return -1;
+  }
+  return PyObject_GenericSetAttr(self, name, value);
+}
+
 static PyObject *library_repr(PyObject *self) {
   LibraryObject *lib = (LibraryObject *)self;
   return PyUnicode_FromFormat("<dlx.Library %R kernels=%R>", lib->path, lib->kernels);
@@ -690,6 +706,7 @@ static PyTypeObject LibraryType = {
 #if DLX_LIB_HITS
     .tp_getattro = library_getattro,
 #endif
+    .tp_setattro = library_setattro,
     .tp_traverse = library_traverse,
     .tp_clear = library_clear,
     .tp_dealloc = library_dealloc,

@@ -379,6 +379,17 @@ static int np_alloc(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
   return rc;
 }
 
+int dlx_numpy_dtype_inexpressible(PyObject *obj) {
+  if (!ready || !PyArray_Check(obj)) return 0;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  DLDataType t;
+  int bad = descr_to_dl_uncached(PyArray_DESCR((PyArrayObject *)obj), &t) != 0;
+  PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+  return bad;
+}
+
 static const DLPackExchangeAPI numpy_api = {
     .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
     .managed_tensor_allocator = np_alloc,

@@ -291,6 +291,18 @@ static void test_check(void **state) {
             "'y' must be C-contiguous (f32|f64[..., 3] contig), got strides [6, 1] for shape [2, 3]");
   y.shape[0] = 1; /* extent 1: its stride does not matter */
   assert_int_equal(dlx_sig_check_tensor(s, 1, &y.t, 0, &b, &f), 0);
+  /* a zero extent anywhere: no element is ever stepped to, any strides are contiguous */
+  make(&y, F64, 2, (int64_t[]){0, 3});
+  y.strides[0] = y.strides[1] = 0;
+  assert_int_equal(dlx_sig_is_contig(&y.t), 1);
+  assert_int_equal(dlx_sig_check_tensor(s, 1, &y.t, 0, &b, &f), 0);
+  make(&y, F64, 3, (int64_t[]){2, 0, 3});
+  y.strides[0] = 7;
+  y.strides[2] = 5;
+  assert_int_equal(dlx_sig_is_contig(&y.t), 1);
+  make(&y, F64, 2, (int64_t[]){2, 3});
+  y.strides[1] = 0; /* no zero extent: still refused */
+  assert_int_equal(dlx_sig_is_contig(&y.t), 0);
   tensor z;
   make(&z, (DLDataType){kDLFloat8_e4m3fn, 8, 1}, 1, (int64_t[]){2});
   check_msg(s, 2, &z, &b, DLX_FAULT_DEVICE, "'z' must be tensor cuda, got a tensor on cpu:0");

@@ -50,14 +50,14 @@ static void test_default_handles(void **state) {
   assert_int_equal(dlx_stream_default_handle(kDLCPU), 0);
 }
 
-static int arg(DLDeviceType t, uintptr_t handle, int64_t *out) {
-  *out = -12345;
+static int arg(DLDeviceType t, uintptr_t handle, uint64_t *out) {
+  *out = 12345;
   return dlx_stream_dlpack_arg(t, handle, out);
 }
 
 static void test_cuda_integers(void **state) {
   (void)state;
-  int64_t v;
+  uint64_t v;
   assert_int_equal(arg(kDLCUDA, 0, &v), DLX_DLPACK_STREAM);
   assert_int_equal(v, 1); /* NULL: the legacy default stream; 0 is not allowed */
   assert_int_equal(arg(kDLCUDA, 1, &v), DLX_DLPACK_STREAM);
@@ -68,11 +68,16 @@ static void test_cuda_integers(void **state) {
   assert_int_equal(v, 0x7f0012345600);
   assert_int_equal(arg(kDLCUDAManaged, 0, &v), DLX_DLPACK_STREAM);
   assert_int_equal(v, 1);
+  /* handles >= 2**63 stay unsigned: negative, DLPack's -1 would mean "no synchronization" */
+  assert_int_equal(arg(kDLCUDA, UINTPTR_MAX, &v), DLX_DLPACK_STREAM);
+  assert_true(v == UINT64_MAX);
+  assert_int_equal(arg(kDLROCM, (uintptr_t)1 << 63, &v), DLX_DLPACK_STREAM);
+  assert_true(v == (uint64_t)1 << 63);
 }
 
 static void test_rocm_integers(void **state) {
   (void)state;
-  int64_t v;
+  uint64_t v;
   assert_int_equal(arg(kDLROCM, 0, &v), DLX_DLPACK_STREAM);
   assert_int_equal(v, 0); /* ROCm's default stream */
   assert_int_equal(arg(kDLROCM, 1, &v), DLX_DLPACK_BAD_STREAM);
@@ -83,18 +88,18 @@ static void test_rocm_integers(void **state) {
 
 static void test_no_stream_for_host_memory(void **state) {
   (void)state;
-  int64_t v;
+  uint64_t v;
   DLDeviceType host[] = {kDLCPU, kDLCUDAHost, kDLROCMHost};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i) {
     assert_int_equal(arg(host[i], 0, &v), DLX_DLPACK_NO_STREAM);
     assert_int_equal(arg(host[i], 0x1000, &v), DLX_DLPACK_NO_STREAM);
-    assert_int_equal(v, -12345); /* untouched */
+    assert_int_equal(v, 12345); /* untouched */
   }
 }
 
 static void test_other_devices_pass_the_handle(void **state) {
   (void)state;
-  int64_t v;
+  uint64_t v;
   assert_int_equal(arg(kDLExtDev, 0, &v), DLX_DLPACK_NO_STREAM);
   assert_int_equal(arg(kDLExtDev, 0xabc0, &v), DLX_DLPACK_STREAM);
   assert_int_equal(v, 0xabc0);
