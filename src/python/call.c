@@ -673,8 +673,8 @@ static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx
         }
         if (ty->kind == DLX_SIG_INT || !nb || !nb->nb_float || PyUnicode_Check(obj))
           return wrong_kind(k, i, obj);
-        int complex = dlx_is_complex(obj); /* float(1+2j) is a TypeError too */
-        if (complex) return complex > 0 ? wrong_kind(k, i, obj) : param_error(k, i);
+        int cplx = dlx_is_complex(obj); /* float(1+2j) is a TypeError too */
+        if (cplx) return cplx > 0 ? wrong_kind(k, i, obj) : param_error(k, i);
         is_float = 1;
       }
       if (ty->kind == DLX_SIG_FLOAT) {

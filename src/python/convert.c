@@ -434,9 +434,9 @@ __attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_
       return PyErr_Occurred() ? fail_arg() : 0;
     }
     if (tp->tp_as_number->nb_float) {
-      int complex = dlx_is_complex(obj);
-      if (complex) {
-        if (complex > 0)
+      int cplx = dlx_is_complex(obj);
+      if (cplx) {
+        if (cplx > 0)
           PyErr_Format(PyExc_TypeError, "%.100s is a complex number: a kernel takes no complex "
                                         "scalar (pass the real part, or a tensor)",
                        tp->tp_name);
