@@ -482,6 +482,49 @@ def _dtypes_check(kind):
     return check
 
 
+def _lazy_views_check(kind):
+    """Tensors whose values are not what their memory holds (torch's conjugate and negative
+    views) must be refused (or copied): exported as their raw storage, a consumer computes
+    on the unconjugated / unnegated values (torch's own __dlpack__ refuses them)."""
+    def check(ctx):
+        api = ctx.need("managed_tensor_from_py_object_no_sync" if kind == "managed"
+                       else "dltensor_from_py_object_no_sync")
+        try:
+            views = ctx.adapter.lazy_views()
+        except Exception as e:  # noqa: BLE001 - the framework cannot make them
+            raise Skip(f"cannot make lazy views: {_err(e)}") from None
+        if not views:
+            raise Skip("the framework has no conjugate or negative views")
+        raw, refused = [], []
+        for name, obj in views.items():
+            try:
+                if kind == "managed":
+                    out = managed(api, obj)
+                    t = out.contents.dl_tensor
+                    ptr = (t.data or 0) + t.byte_offset
+                    if out.contents.deleter:
+                        out.contents.deleter(out)
+                else:
+                    t = DLTensor()
+                    rc = VIEW(api.dltensor_from_py_object_no_sync)(obj, ctypes.byref(t))
+                    if rc != 0:
+                        raise Fail(f"{name}: returned {rc} without an exception")
+                    ptr = (t.data or 0) + t.byte_offset
+            except (Fail, Skip):
+                raise
+            except Exception:  # noqa: BLE001 - refused: what the contract asks
+                refused.append(name)
+                continue
+            if ptr == ctx.adapter.view(obj).get("ptr"):
+                raw.append(name)
+        if raw:
+            raise Fail(f"exports {', '.join(raw)} view(s) as their raw storage: a consumer "
+                       "reads values the tensor does not hold (refuse them, as the framework's "
+                       "own __dlpack__ does)")
+        return f"refused: {', '.join(refused)}" if refused else "copied"
+    return check
+
+
 def export_owner_alive(ctx):
     """Drop every reference to the tensor while its export lives: the memory must stay.
     1 MiB is above malloc's mmap threshold, so memory freed by mistake is unmapped and
@@ -880,6 +923,7 @@ def checks(ctx):
     for kind in ("managed", "view"):
         out += [(f"export.{kind}.{v}", _variant_check(kind, v)) for v in fw.VARIANTS]
         out.append((f"export.{kind}.dtypes", _dtypes_check(kind)))
+        out.append((f"export.{kind}.lazy_views", _lazy_views_check(kind)))
     out += [("export.owner_alive", export_owner_alive), ("export.no_leak", export_no_leak),
             ("import.round_trip", import_round_trip), ("import.foreign", import_foreign),
             ("import.no_leak", import_no_leak)]

@@ -68,6 +68,12 @@ class Framework:
     def make(self, shape, dtype):
         raise NotImplementedError(f"the checker cannot make a {self.type.__name__}")
 
+    def lazy_views(self):
+        """name -> a tensor whose values are not what its memory holds (torch's conjugate
+        and negative views: a bit on the tensor, resolved lazily); {} when the framework
+        has none. An export must refuse them (or copy): raw storage gives wrong values."""
+        return {}
+
     def variants(self, dtype):
         """name -> tensor, or name -> str (why that variant is skipped)."""
         out = {"contiguous": self.make((4, 6), dtype), "0-d": self.make((), dtype),
@@ -186,6 +192,16 @@ class Torch(Framework):
         return {"contiguous": base, "strided": base.t(), "0-d": self.make((), dtype),
                 "empty": self.make((0, 3), dtype), "sliced": base[1:, 2:5],
                 "readonly": "torch tensors cannot be read-only"}
+
+    def lazy_views(self):
+        t = self.torch
+        z = t.tensor([1 + 2j, 3 - 4j], dtype=t.complex64)
+        out = {"conj": t.conj(z)}
+        if hasattr(t, "_neg_view"):
+            out["neg"] = t._neg_view(t.tensor([1.0, -2.0]))
+        out["conj().imag"] = t.conj(z).imag  # public: a negative view of real dtype
+        return {k: v for k, v in out.items()
+                if getattr(v, "is_conj", lambda: False)() or getattr(v, "is_neg", lambda: False)()}
 
     def _device(self, dev):
         if dev.type == "cpu":

@@ -24,7 +24,9 @@ KNOWN_NUMPY = {}  # issue 7 items 2, 12 and 13 fixed: every malformed import is 
 # crashes (SIGSEGV, SIGABRT) or fails without running the producer's deleter. Upstream's
 # defects, found by the checker; a torch that fixes them may pass them.
 UPSTREAM_TORCH_NATIVE = {f"import.malformed.{c}" for c in (
-    "wrong_major", "null_shape", "negative_extent", "overflow", "bad_dtype", "bad_device")}
+    "wrong_major", "null_shape", "negative_extent", "overflow", "bad_dtype", "bad_device")} | {
+    # conjugate and negative views exported as their raw storage (issue 25, 5b)
+    "export.managed.lazy_views", "export.view.lazy_views"}
 
 
 def env_with(**extra):
@@ -102,6 +104,12 @@ def test_torch_table_conforms(torch_report):
                  "export.owner_alive", "import.round_trip", "import.foreign", "allocator.shapes"):
         assert r[name].status == "PASS", r[name]
     assert "bfloat16" in r["allocator.shapes"].reason  # torch has it, numpy does not
+    for kind in ("managed", "view"):  # torch.conj(z), torch._neg_view(x), torch.conj(z).imag
+        lazy = r[f"export.{kind}.lazy_views"]
+        if "installed by dlx" in r.source:  # dlx's addon refuses them, as torch's __dlpack__
+            assert (lazy.status, lazy.reason) == ("PASS", "refused: conj, neg, conj().imag")
+        else:  # torch 2.13's own table exports their raw storage: the checker says so
+            assert lazy.status == "FAIL" and "raw storage" in lazy.reason, lazy
     assert "complex32" in r["export.managed.dtypes"].reason  # issue 7 item 15
     bad_dtype, bad_device = (r[f"allocator.set_error.{c}"].reason for c in ("bad_dtype", "bad_device"))
     if "installed by dlx" in r.source:  # dlx's addon: the kind fits the refusal
