@@ -626,18 +626,20 @@ static void library_dealloc(PyObject *self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-/* `del lib.k` / `lib.k = v`: the kernels are the library's (issue 25), so a kernel's name
- * cannot be unbound or rebound; other names behave as on any object with a dict. */
+/* `del lib.k`: the kernels are the library's (issue 25); unbound, `lib.k` would say that
+ * no DLX_KERNEL(k) exists. Other deletions, and assignments (which lib["k"] survives),
+ * behave as on any object with a dict. */
 static int library_setattro(PyObject *self, PyObject *name, PyObject *value) {
   LibraryObject *lib = (LibraryObject *)self;
-  int is_kernel =
-      lib->kernels && PyUnicode_Check(name) ? PySequence_Contains(lib->kernels, name) : 0;
-  if (is_kernel < 0) return -1;
-  if (is_kernel) {
-    PyErr_Format(PyExc_AttributeError,
-                 "cannot %s kernel '%U' of %U: its kernels belong to the library",
-                 value ? "replace" : "delete", name, lib->path);
-    return -1;
+  if (!value && lib->kernels && PyUnicode_Check(name)) {
+    int is_kernel = PySequence_Contains(lib->kernels, name);
+    if (is_kernel < 0) return -1;
+    if (is_kernel) {
+      PyErr_Format(PyExc_AttributeError,
+                   "cannot delete kernel '%U' of %U: its kernels belong to the library", name,
+                   lib->path);
+      return -1;
+    }
   }
   return PyObject_GenericSetAttr(self, name, value);
 }

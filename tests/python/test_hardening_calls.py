@@ -298,14 +298,15 @@ def test_results_have_no_dimension_limit_of_dlx(fx, hk):
 
 # ---- 13. kernels cannot be deleted -----------------------------------------------------
 
-def test_kernels_cannot_be_deleted_or_replaced():
+def test_kernels_cannot_be_deleted():
     lib = dlx.load(BUILD / "kernels" / "hardening_calls.so")
     with pytest.raises(AttributeError, match="cannot delete kernel 'named' of .*belong"):
         del lib.named
-    with pytest.raises(AttributeError, match="cannot replace kernel 'named' of"):
-        lib.named = print
     lib.named(f32(2))  # still there, still itself
     assert isinstance(lib.named, dlx.Kernel)
+    lib.named = print  # rebinding is the caller's business; lib["named"] stays the kernel
+    with pytest.raises(AttributeError, match="cannot delete kernel 'named'"):
+        del lib.named
     lib.extra = 1  # other names: as on any object
     del lib.extra
     with pytest.raises(AttributeError):
