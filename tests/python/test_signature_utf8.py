@@ -47,3 +47,29 @@ def test_a_utf8_str_default_reaches_python_whole(tmp_path, cache):
     lib = dlx.load(dlx.build(src, name="pick"))
     assert lib.pick.__signature__.parameters["mode"].default == "caf\u00e9 \u20ac \U0001f600"
     assert lib.pick() == 1
+
+
+def test_refused_libraries_never_stand_in_for_a_later_one(tmp_path, cache):
+    """A library refused at load stays known to the dynamic loader under its descriptor's
+    name (/proc/self/fd/N); after many, a later library must still be itself, not one of
+    them (the loader hands back whatever it knows by a name)."""
+    bad, good = tmp_path / "bad.c", tmp_path / "good.c"
+    bad.write_text(KERNEL.format(text=BAD["a lone 0xff"]))
+    good.write_text(KERNEL.format(text="fine"))
+    bad_path, good_path = dlx.build(bad, name="pick"), dlx.build(good, name="pick")
+    r = run_python(f"""
+import os, shutil, dlx
+folder = os.path.dirname({bad_path!r})
+for i in range(40):  # each refused, each leaving its descriptor's name behind
+    copy = os.path.join(folder, f"libpick-copy{{i}}.so")
+    shutil.copy({bad_path!r}, copy)
+    try:
+        dlx.load(copy)
+    except ImportError as e:
+        assert "must be UTF-8" in str(e), e
+    else:
+        raise AssertionError("a refused library loaded")
+lib = dlx.load({good_path!r})
+print(lib.pick.__signature__.parameters["mode"].default, lib.pick())
+""")
+    assert r.stdout.split() == ["fine", "1"], r.stdout
