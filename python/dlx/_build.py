@@ -26,18 +26,29 @@ class BuildError(RuntimeError):
 
 
 def _words(value, what):
-    """A str is split like a shell would; any other iterable gives its str items."""
+    """A str is split like a shell would; any other iterable gives its str items (or
+    paths). A NUL byte would cut the word the compiler sees (the key holds it whole)."""
     if isinstance(value, str):
-        return tuple(shlex.split(value))
-    try:
-        items = tuple(value)
-    except TypeError:
+        items = tuple(shlex.split(value))
+    elif isinstance(value, (bytes, bytearray)):
         raise TypeError(f"{what} must be a str or a sequence of str, not "
-                        f"{type(value).__name__}") from None
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise TypeError(f"{what} must hold str, not {type(item).__name__}")
-    return tuple(os.fspath(i) for i in items)
+                        f"{type(value).__name__}")
+    else:
+        try:
+            items = tuple(value)
+        except TypeError:
+            raise TypeError(f"{what} must be a str or a sequence of str, not "
+                            f"{type(value).__name__}") from None
+    out = []
+    for i, item in enumerate(items):
+        word = os.fspath(item) if isinstance(item, os.PathLike) else item
+        if not isinstance(word, str):
+            raise TypeError(f"{what}[{i}] must be a str or a path, not "
+                            f"{type(item).__name__}: {item!r}")
+        if "\0" in word:
+            raise ValueError(f"{what}[{i}] holds a NUL byte: {word!r}")
+        out.append(word)
+    return tuple(out)
 
 
 _arch = None  # (major*10+minor, who answered) once asked

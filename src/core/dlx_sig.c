@@ -114,6 +114,21 @@ static const char *quote(const char *p, char *buf, size_t len) {
   return buf;
 }
 
+/* The length of the UTF-8 sequence at p (1-4), or 0 when it is not one: Python's strict
+ * decoder's rules (no overlong forms, no surrogates, nothing past U+10FFFF), so every
+ * accepted string default becomes a Python str. */
+static size_t utf8_len(const unsigned char *p) {
+  if (p[0] < 0x80) return 1;
+  size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+           : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+  for (size_t i = 1; i < n; ++i)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+    return 0;
+  return n;
+}
+
 static int expected(builder *b, const char *what) {
   char q[24];
   return fault_at(b, b->p, "expected %s, got %s", what, quote(b->p, q, sizeof q));
@@ -406,7 +421,11 @@ static int parse_default(builder *b, dlx_sig_param *p) {
       while (*e && *e != open) {
         if (*e == '\\') return fault_at(b, e, "escapes are not supported in string defaults");
         if ((unsigned char)*e < 0x20) return fault_at(b, e, "control character in a string");
-        ++e;
+        size_t n = utf8_len((const unsigned char *)e);
+        if (!n)
+          return fault_at(b, e, "a string default must be UTF-8 (byte 0x%02x here is not)",
+                          (unsigned char)*e);
+        e += n;
       }
       if (!*e) return fault_at(b, at, "unterminated string");
       if (pool_add(b, s, (size_t)(e - s), at, &p->def_off)) return -1;

@@ -23,9 +23,12 @@ static int strs_of(PyObject *tuple, dlx_strs *out, const char ***owned) {
   if (!v) return PyErr_NoMemory(), -1;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject *item = PyTuple_GET_ITEM(tuple, i);
-    v[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
-    if (!v[i]) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "expected a tuple of str");
+    Py_ssize_t len = 0;
+    v[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
+    if (!v[i] || strlen(v[i]) != (size_t)len) { /* a NUL would cut what the compiler sees */
+      if (!PyErr_Occurred())
+        PyErr_SetString(v[i] ? PyExc_ValueError : PyExc_TypeError,
+                        v[i] ? "a word holds a NUL byte" : "expected a tuple of str");
       PyMem_Free(v);
       return -1;
     }

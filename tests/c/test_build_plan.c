@@ -351,6 +351,31 @@ static void test_depfile_gcc_and_nvcc(void **state) {
   assert_int_equal(parse_deps("\n\n", &g), 0);
 }
 
+/* As gcc 12 and clang 14 write them (captured): Make's quoting of blanks after
+ * backslashes, '#', '$', and a newline inside a path written as it is. */
+static void test_depfile_make_quoting(void **state) {
+  (void)state;
+  got_deps g;
+  const char *gcc = "/c/cache nl\nx/kernels/.work-k-1/0-k.c.o: /s/nl\nx/k.c \\\n"
+                    " /usr/include/stdc-predef.h /i/x\\#y$$z/h\\ 1.h \\\n"
+                    " /b/back\\\\\\ slash/k.c /t/tab\\\tx/k.c /e/two\\\\ /f/tr\\ail \\\n"
+                    " /n/nl\nline/g.h\n";
+  assert_int_equal(parse_deps(gcc, &g), 8);
+  assert_string_equal(g.paths[0], "/s/nl\nx/k.c");
+  assert_string_equal(g.paths[2], "/i/x#y$z/h 1.h");
+  assert_string_equal(g.paths[3], "/b/back\\ slash/k.c"); /* 3 backslashes: 1 and a space */
+  assert_string_equal(g.paths[4], "/t/tab\tx/k.c");
+  assert_string_equal(g.paths[5], "/e/two\\");            /* 2 and a blank: 1, the end */
+  assert_string_equal(g.paths[6], "/f/tr\\ail");          /* other backslashes are literal */
+  assert_string_equal(g.paths[7], "/n/nl\nline/g.h");
+  /* nvcc's "target : deps", then another rule */
+  assert_int_equal(parse_deps("o : /a/x\ny.h\np.o: /b/c.h\n", &g), 2);
+  assert_string_equal(g.paths[0], "/a/x\ny.h");
+  assert_string_equal(g.paths[1], "/b/c.h");
+  /* a line that is neither a rule nor a path's rest is still refused */
+  assert_int_equal(parse_deps("o: a\n\nstray\n", &g), -1);
+}
+
 static void test_depfile_refusals(void **state) {
   (void)state;
   got_deps g;
@@ -406,9 +431,22 @@ static void test_manifest_round_trip(void **state) {
   assert_string_equal(r.commands[1], "cc -shared -o x");
   dlx_manifest_free(&r);
   free(text);
-  /* a newline in a path cannot be written (the format is line-based) */
+  /* a path with a newline (any byte but NUL is a path's): version 2, escaped, and read
+   * back the same; backslashes too */
   srcs[0].path = "/s/a\nb.c";
-  assert_null(dlx_manifest_format(&m));
+  deps[0].path = "/i\\n/x\\.h";
+  cmds[0] = "cc -c '/s/a\nb.c'";
+  text = dlx_manifest_format(&m);
+  assert_non_null(text);
+  assert_memory_equal(text, "dlx-build 2\n", 12);
+  assert_non_null(strstr(text, "source " D64 " /s/a\\nb.c\n"));
+  assert_int_equal(dlx_manifest_parse(text, strlen(text), &r, err, sizeof err), 0);
+  assert_string_equal(r.sources[0].path, "/s/a\nb.c");
+  assert_string_equal(r.deps[0].path, "/i\\n/x\\.h");
+  assert_string_equal(r.deps[1].path, "/i/y.h");
+  assert_string_equal(r.commands[0], "cc -c '/s/a\nb.c'");
+  dlx_manifest_free(&r);
+  free(text);
 }
 
 static void test_manifest_parse_is_strict(void **state) {
@@ -436,6 +474,21 @@ static void test_manifest_parse_is_strict(void **state) {
   PARSES("\n", -1);                         /* an empty line */
   PARSES("dep " D64 " /x.h", -1);           /* unfinished last line */
   assert_int_equal(dlx_manifest_parse("dlx-build 2\n", 12, &m, err, sizeof err), -1);
+  /* version 1 has no escapes (its backslashes are themselves); version 2's are strict */
+  PARSES("dep " D64 " /a\\nb\n", 0);
+  snprintf(text, sizeof text, "%s%s", head, "dep " D64 " /a\\nb\n");
+  assert_int_equal(dlx_manifest_parse(text, strlen(text), &m, err, sizeof err), 0);
+  assert_string_equal(m.deps[0].path, "/a\\nb");
+  dlx_manifest_free(&m);
+  snprintf(text, sizeof text, "dlx-build 2\nname k\nkey " D64 "\nlib libk.so\ndep " D64
+           " /a\\nb\\\\c\n");
+  assert_int_equal(dlx_manifest_parse(text, strlen(text), &m, err, sizeof err), 0);
+  assert_string_equal(m.deps[0].path, "/a\nb\\c");
+  dlx_manifest_free(&m);
+  snprintf(text, sizeof text, "dlx-build 2\nname k\nkey " D64 "\nlib libk.so\ndep " D64
+           " /a\\tb\n");
+  assert_int_equal(dlx_manifest_parse(text, strlen(text), &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "escapes nothing"));
   assert_int_equal(dlx_manifest_parse("dlx-build 1\nname k\n", 19, &m, err, sizeof err), -1);
   assert_non_null(strstr(err, "no name, key or lib"));
   assert_int_equal(dlx_manifest_parse("dlx-build 1\n\0", 13, &m, err, sizeof err), -1);
@@ -458,6 +511,7 @@ int main(void) {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_first_errors),
       cmocka_unit_test(test_depfile_gcc_and_nvcc),
+      cmocka_unit_test(test_depfile_make_quoting),
       cmocka_unit_test(test_depfile_refusals),
       cmocka_unit_test(test_manifest_round_trip),
       cmocka_unit_test(test_manifest_parse_is_strict),

@@ -188,6 +188,32 @@ static void test_malformed(void **state) {
   bad("x: int?? ", 8, "got '?");
 }
 
+/* A str default becomes a Python str: strict UTF-8 or a fault at the first bad byte. */
+static void test_utf8_defaults(void **state) {
+  (void)state;
+  bad("x: str = '\xff'", 11, "must be UTF-8 (byte 0xff");
+  bad("x: str = 'ab\xc3'", 13, "byte 0xc3");          /* cut short by the quote */
+  bad("x: str = 'a\xc3\x28'", 12, "UTF-8");            /* not a continuation byte */
+  bad("x: str = '\xc0\xaf'", 11, "UTF-8");             /* overlong '/' */
+  bad("x: str = '\xe0\x80\xaf'", 11, "UTF-8");         /* overlong, 3 bytes */
+  bad("x: str = '\xed\xa0\x80'", 11, "UTF-8");         /* a surrogate */
+  bad("x: str = '\xf4\x90\x80\x80'", 11, "UTF-8");     /* past U+10FFFF */
+  bad("x: str = '\xf8\x88\x80\x80\x80'", 11, "UTF-8"); /* 5 bytes */
+  bad("x: str = '\x80'", 11, "UTF-8");                 /* a lone continuation byte */
+  bad("\xc3\xa9: int", 1, "parameter name");           /* names stay ASCII */
+  char err[256];
+  int32_t col = 0;
+  /* every length, the edges of each range */
+  const char *ok = "x: str = 'a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xc2\x80\xdf\xbf"
+                   "\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf'";
+  dlx_sig *s = dlx_sig_parse(ok, err, sizeof err, &col);
+  assert_non_null(s);
+  assert_string_equal(dlx_sig_str(s, s->params[0].def_off),
+                      "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xc2\x80\xdf\xbf\xe0\xa0\x80"
+                      "\xed\x9f\xbf\xee\x80\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf");
+  dlx_sig_free(s);
+}
+
 static void test_limits(void **state) {
   (void)state;
   char *big = malloc(DLX_SIG_MAX_LEN + 100);
@@ -421,6 +447,7 @@ int main(void) {
       cmocka_unit_test(test_malformed),        cmocka_unit_test(test_limits),
       cmocka_unit_test(test_check),            cmocka_unit_test(test_devices_and_dtypes),
       cmocka_unit_test(test_format_pieces),    cmocka_unit_test(test_quick),
+      cmocka_unit_test(test_utf8_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

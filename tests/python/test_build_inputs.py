@@ -104,3 +104,57 @@ def test_a_header_written_before_the_build_is_cached(tmp_path, cache, monkeypatc
     for v in (1, 2, 3):
         (inc / "v.h").write_text(f"#define V {v}\n")
         assert value_of(dlx.build(src, name="k", include_dirs=[inc])) == v
+
+
+# ---- item 8: arguments and paths ----------------------------------------------------
+
+SRC = VALUE.format(include="", v=7)
+
+
+@pytest.mark.parametrize("option", ["cflags", "ldflags", "include_dirs", "libraries"])
+def test_a_nul_byte_in_a_word_is_a_value_error(tmp_path, cache, option):
+    word = {"include_dirs": str(tmp_path) + "\0/x", "libraries": "m\0x"}.get(option, "-DX=1\0y")
+    for value in ([word], (word,)):
+        with pytest.raises(ValueError, match=rf"{option}\[0\] holds a NUL byte"):
+            dlx.load_inline(SRC, name="nul", **{option: value})
+    assert not (cache / "kernels").exists() or not list((cache / "kernels").glob("*.so"))
+
+
+def test_a_source_that_is_not_a_path_is_a_type_error_naming_it(tmp_path, cache):
+    good = tmp_path / "k.c"
+    good.write_text(SRC)
+    with pytest.raises(TypeError, match=r"sources\[1\] must be a str or a path, not int: 3"):
+        dlx.build([good, 3])
+    with pytest.raises(TypeError, match="sources must be a str or a sequence of str, not int"):
+        dlx.build(3)
+    with pytest.raises(TypeError, match="not bytes"):
+        dlx.build(bytes(good))
+    with pytest.raises(ValueError, match=r"sources\[0\] holds a NUL byte"):
+        dlx.build([str(good) + "\0.c"])
+
+
+ODD = ["a b", "nl\nx", "x#y$z", "back\\ slash", "tab\tx", "colon: x", "tr\\ail", "q'uo\"te"]
+
+
+@pytest.mark.parametrize("odd", ODD, ids=[repr(o) for o in ODD])
+def test_odd_paths_round_trip_through_the_build(tmp_path, monkeypatch, odd):
+    """The source's folder, an include folder and DLX_CACHE_DIR all hold `odd`: the build
+    reads the compiler's dependency file back, keys on every header, loads warm, and
+    rebuilds when a header in the odd folder changes."""
+    src_dir, inc, cache = tmp_path / odd, tmp_path / ("inc " + odd), tmp_path / ("cache " + odd)
+    src_dir.mkdir()
+    inc.mkdir()
+    monkeypatch.setenv("DLX_CACHE_DIR", str(cache))
+    (inc / "v.h").write_text("#define V 7\n")
+    (src_dir / "w.h").write_text("#define W 1\n")
+    src = src_dir / "k.c"
+    src.write_text(VALUE.format(include='#include "v.h"\n#include "w.h"\n', v="V + W"))
+    path = dlx.build(src, name="k", include_dirs=[inc])
+    assert os.path.dirname(path) == str(cache / "kernels")
+    assert value_of(path) == 8
+    assert dlx.build(src, name="k", include_dirs=[inc]) == path  # warm
+    (src_dir / "w.h").write_text("#define W 2\n")  # a header in the odd folder: rebuilt
+    again = dlx.build(src, name="k", include_dirs=[inc])
+    assert again != path and value_of(again) == 9
+    (inc / "v.h").write_text("#define V 8\n")
+    assert value_of(dlx.build(src, name="k", include_dirs=[inc])) == 10

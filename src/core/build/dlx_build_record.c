@@ -23,20 +23,22 @@ typedef struct {
   char *buf;
   size_t len, cap;
   int bad;
+  int escaped; /* version 2: '\\' and newline written as "\\\\" and "\\n" */
 } text;
 
-/* One line: the parts joined by single spaces. No part may hold a newline, and every part
- * after the keyword must be non-empty, or the line would not read back the same. */
+/* One line: the parts joined by single spaces. No part may hold a newline (unless the
+ * record is escaped), and every part after the keyword must be non-empty, or the line
+ * would not read back the same. */
 static void put_parts(text *t, const char *const *parts, int n) {
   for (int i = 0; i < n; ++i) {
     const char *s = parts[i];
-    if (!s || strchr(s, '\n') || (i > 0 && !s[0])) {
+    if (!s || (!t->escaped && strchr(s, '\n')) || (i > 0 && !s[0])) {
       t->bad = 1;
       return;
     }
     size_t len = strlen(s);
-    if (t->len + len + 3 > t->cap) {
-      size_t cap = (t->cap + len + 3) * 2;
+    if (t->len + 2 * len + 3 > t->cap) {
+      size_t cap = (t->cap + 2 * len + 3) * 2;
       char *nb = realloc(t->buf, cap);
       if (!nb) {
         t->bad = 1;
@@ -46,8 +48,14 @@ static void put_parts(text *t, const char *const *parts, int n) {
       t->cap = cap;
     }
     if (i > 0) t->buf[t->len++] = ' ';
-    memcpy(t->buf + t->len, s, len);
-    t->len += len;
+    for (size_t k = 0; k < len; ++k) {
+      if (t->escaped && (s[k] == '\\' || s[k] == '\n')) {
+        t->buf[t->len++] = '\\';
+        t->buf[t->len++] = s[k] == '\n' ? 'n' : '\\';
+      } else {
+        t->buf[t->len++] = s[k];
+      }
+    }
   }
   t->buf[t->len++] = '\n';
   t->buf[t->len] = '\0';
@@ -60,11 +68,26 @@ static void put(text *t, const char *a, const char *b, const char *c, const char
   put_parts(t, parts, n);
 }
 
+static int has_newline(const char *s) { return s && strchr(s, '\n'); }
+
+/* A path may hold a newline (any byte but NUL): then the record is version 2, escaped.
+ * Version 1 otherwise, as every dlx writes and reads. */
+static int needs_escapes(const dlx_manifest *m) {
+  int nl = has_newline(m->arch);
+  for (int l = 0; l < DLX_LANG_COUNT; ++l)
+    nl |= has_newline(m->tools[l].path) || has_newline(m->tools[l].version);
+  for (size_t i = 0; i < m->n_sources; ++i) nl |= has_newline(m->sources[i].path);
+  for (size_t i = 0; i < m->n_deps; ++i) nl |= has_newline(m->deps[i].path);
+  for (size_t i = 0; i < m->n_commands; ++i) nl |= has_newline(m->commands[i]);
+  return nl;
+}
+
 char *dlx_manifest_format(const dlx_manifest *m) {
   text t = {0};
   if (!m->name || !m->key1 || !m->lib || strchr(m->name, ' ') || !dlx_is_digest(m->key1))
     return NULL;
-  put(&t, "dlx-build", "1", NULL, NULL);
+  put(&t, "dlx-build", needs_escapes(m) ? "2" : "1", NULL, NULL);
+  t.escaped = needs_escapes(m);
   put(&t, "name", m->name, NULL, NULL);
   put(&t, "key", m->key1, NULL, NULL);
   put(&t, "lib", m->lib, NULL, NULL);
@@ -121,6 +144,24 @@ static char *take(char **rest) {
   return s;
 }
 
+/* Version 2's escapes, undone in place: 0, or -1 for a backslash that starts none. */
+static int unescape(char *s) {
+  if (!s) return 0;
+  char *o = s;
+  for (const char *p = s; *p; ++p) {
+    if (*p != '\\') {
+      *o++ = *p;
+      continue;
+    }
+    ++p;
+    if (*p == 'n') *o++ = '\n';
+    else if (*p == '\\') *o++ = '\\';
+    else return -1;
+  }
+  *o = '\0';
+  return 0;
+}
+
 static int lang_index(const char *s) {
   for (int l = 0; l < DLX_LANG_COUNT; ++l)
     if (s && !strcmp(s, dlx_lang_name((dlx_lang)l))) return l;
@@ -149,7 +190,7 @@ int dlx_manifest_parse(const char *src, size_t len, dlx_manifest *m, char *err, 
   memcpy(m->text_, src, len);
   m->text_[len] = '\0';
   char *line = m->text_;
-  int lineno = 0;
+  int lineno = 0, escaped = 0;
   const char *why = NULL;
   while (*line && !why) {
     ++lineno;
@@ -162,7 +203,11 @@ int dlx_manifest_parse(const char *src, size_t len, dlx_manifest *m, char *err, 
     char *rest = line;
     char *kw = take(&rest);
     if (lineno == 1) {
-      if (!kw || strcmp(kw, "dlx-build") || !rest || strcmp(rest, "1")) why = "not a dlx build record";
+      if (!kw || strcmp(kw, "dlx-build") || !rest || (strcmp(rest, "1") && strcmp(rest, "2")))
+        why = "not a dlx build record";
+      escaped = rest && !strcmp(rest, "2");
+    } else if (escaped && unescape(rest)) {
+      why = "a backslash that escapes nothing";
     } else if (!kw) {
       why = "an empty line";
     } else if (!strcmp(kw, "name") || !strcmp(kw, "key") || !strcmp(kw, "lib") ||

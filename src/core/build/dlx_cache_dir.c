@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,18 +247,29 @@ void *dlx_cache_dlopen(int *fd, int flags, char *err, size_t errlen) {
   char via[64];
   /* The loader matches names before files: a library still loaded under this
    * descriptor's name (its descriptor since closed and the number reused) would be
-   * returned in place of ours. Move to another number until the name is free. */
-  for (int tries = 0; tries < 16; ++tries) {
+   * returned in place of ours. Move to another number until the name is free.
+   * Every library loaded and dropped leaves its name behind (handles are never closed),
+   * so there is no bound but the descriptor limit; never load under a taken name. */
+  for (;;) {
     dlx_fd_path(*fd, via, sizeof via);
     void *old = dlopen(via, RTLD_LAZY | RTLD_NOLOAD);
     if (!old) break;
+    /* Known as this very file (same device and inode) under another name: the loader
+     * rightly hands that back. Only a library known by this name is another one. */
+    struct link_map *lm = NULL;
+    int same_file = dlinfo(old, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
+                    strcmp(lm->l_name, via) != 0;
     dlclose(old);
+    if (same_file) break;
     int moved = fcntl(*fd, F_DUPFD_CLOEXEC, *fd + 1);
-    if (moved < 0) break;
+    if (moved < 0) {
+      dlx_set_err(err, errlen, "no descriptor number the loader does not know already: %s",
+                  strerror(errno));
+      return NULL;
+    }
     close(*fd);
     *fd = moved;
   }
-  dlx_fd_path(*fd, via, sizeof via);
   void *h = dlopen(via, flags);
   if (!h) {
     const char *e = dlerror();

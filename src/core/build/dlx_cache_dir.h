@@ -46,7 +46,8 @@ int dlx_fd_path(int fd, char *out, size_t outlen);
 /* dlopen(dlx_fd_path(*fd), flags): the library open as *fd, whatever its name now
  * points to. When the loader already knows another library by that name (loaded
  * through the same descriptor number, since closed and reused), *fd is first moved
- * to a free number (the old one closed). NULL with err (dlerror's words). */
+ * to a number whose name is free (the old one closed), however many are taken. NULL
+ * with err (dlerror's words, or no free number below the descriptor limit). */
 void *dlx_cache_dlopen(int *fd, int flags, char *err, size_t errlen);
 
 /* 1 trusted, 0 missing, -1 refused with the reason in err. Trusted: not a symlink

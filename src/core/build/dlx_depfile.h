@@ -9,10 +9,15 @@
 #include <stddef.h>
 
 /* Make-rule syntax: "target: dep dep \<newline> dep", any number of rules. A rule's
- * target ends at the first ':' followed by a blank, a newline or the end. In paths,
- * "\ " is a space, "\#" a '#', "$$" a '$', and backslash-newline continues the line;
- * other backslashes are literal. Each prerequisite is handed to dep(ctx, path) once (a
- * repeated path is skipped), in order; dep returning non-zero stops the parse with -1.
+ * target ends at the first ':' followed by a blank, a newline or the end. In paths, as
+ * gcc, clang and nvcc write them: 2N+1 backslashes and a blank (space or tab) are N
+ * backslashes and that blank, 2N and a blank are N backslashes ending the path; "\#" is
+ * '#', "$$" a '$', and backslash-newline continues the line; other backslashes are
+ * literal. A newline inside a path is written as it is (Make cannot quote it): a line
+ * that holds no rule's ':' continues the path the newline interrupted (so an -MP phony
+ * rule for such a path is not told apart: dlx does not ask for them). Each
+ * prerequisite is handed to dep(ctx, path) once (a repeated path is skipped), in order;
+ * dep returning non-zero stops the parse with -1.
  * Returns the number of paths, or -1 with err (a rule without ':', a NUL byte, no
  * memory, or dep's refusal). text[0..len) need not be NUL-terminated. */
 int dlx_depfile_parse(const char *text, size_t len, int (*dep)(void *ctx, const char *path),

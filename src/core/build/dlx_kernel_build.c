@@ -454,14 +454,12 @@ static int dep_add(void *p, const char *path) {
     if (!strcmp(abs, d->b->src[i])) return 0;
   for (size_t i = 0; i < d->n; ++i)
     if (!strcmp(abs, d->path[i])) return 0;
-  if (strchr(abs, '\n')) return -1; /* the record is line-based */
   if (deps_grow(d)) return -1;
   d->path[d->n] = strdup(abs);
   if (!d->path[d->n]) return -1;
-  if (digest_file(abs, d->digest[d->n], &d->st[d->n]) ||
-      changed_since(&d->st[d->n], &d->unit_start)) {
-    if (errno == EAGAIN || changed_since(&d->st[d->n], &d->unit_start))
-      snprintf(d->changed, sizeof d->changed, "%s", abs);
+  int unread = digest_file(abs, d->digest[d->n], &d->st[d->n]);
+  if (unread || changed_since(&d->st[d->n], &d->unit_start)) {
+    if (!unread || errno == EAGAIN) snprintf(d->changed, sizeof d->changed, "%s", abs);
     free(d->path[d->n]);
     return -1;
   }
@@ -538,7 +536,7 @@ static int record_absent(deps *d, const dlx_kernel_build_spec *s) {
         char p[PATH_MAX];
         struct stat st;
         if (k == j || !fits(snprintf(p, sizeof p, "%s/%s", f[k], rel), sizeof p) ||
-            strchr(p, '\n') || lstat(p, &st) == 0)
+            lstat(p, &st) == 0)
           continue;
         int seen = 0;
         for (size_t m = 0; m < d->n && !seen; ++m) seen = !strcmp(p, d->path[m]);
@@ -853,7 +851,7 @@ static int write_record(cold_build *c) {
   int rc;
   if (!fits(snprintf(rpath, sizeof rpath, "%s/%s.build", b->kdir, b->base), sizeof rpath) ||
       !record)
-    rc = dlx_set_err(b->err, b->errlen, "cannot write the build record (a path holds a newline?)");
+    rc = dlx_set_err(b->err, b->errlen, "cannot write the build record (out of memory?)");
   else
     rc = write_file(rpath, record, strlen(record), 0600, b->err, b->errlen);
   free(record);
