@@ -3,6 +3,7 @@
  * caller's stack: the call state, the size symbols' bindings, the floats made of ints.
  */
 #include "dlx_invoke.h"
+#include "dlx_sig.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -247,8 +248,125 @@ int dlx_invoke_run(dlx_invoke *inv) {
   return 0;
 }
 
+/* ---- a compiled call's inputs to arguments ------------------------------------------ */
+
+#include "dlx_core.h"
+
+const dlx_attr *dlx_attr_find(const dlx_attr *attrs, int32_t nattrs, const char *name) {
+  size_t n = strlen(name);
+  for (int32_t i = 0; i < nattrs; ++i)
+    if (attrs[i].name_len == n && attrs[i].name && memcmp(attrs[i].name, name, n) == 0)
+      return &attrs[i];
+  return NULL;
+}
+
+static const char *const attr_type_names[] = {"another type", "an int64", "a float64",
+                                              "a string", "an int64 array", "a float64 array"};
+
+int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
+                    DLTensor *const *ins, int32_t nins, DLTensor *const *muts, int32_t nmuts,
+                    dlx_arg *args, dlx_bind_store *store, char *err, size_t errlen) {
+  if (!s) return dlx_set_err(err, errlen, "the kernel declares no signature");
+  if (nattrs < 0 || nins < 0 || nmuts < 0 || (nattrs && !attrs) || (nins && !ins) ||
+      (nmuts && !muts))
+    return dlx_set_err(err, errlen, "invalid counts");
+  uint64_t none = 0;
+  const dlx_attr *na = dlx_attr_find(attrs, nattrs, "dlx_none");
+  if (na) {
+    if (na->type != DLX_ATTR_I64 || !na->data)
+      return dlx_set_err(err, errlen, "attribute dlx_none must be an int64");
+    memcpy(&none, na->data, sizeof none);
+  }
+  if (s->nparams < 64 && (none >> s->nparams))
+    return dlx_set_err(err, errlen, "attribute dlx_none names parameters the kernel lacks");
+  int32_t in = 0, mu = 0, nseq = 0;
+  size_t used = 0;
+  for (int32_t i = 0; i < s->nparams; ++i) {
+    const dlx_sig_type *ty = &s->params[i].type;
+    const char *pname = dlx_sig_param_name(s, i);
+    dlx_arg *a = &args[i];
+    a->readonly = 0;
+    if (none >> i & 1) {
+      if (!ty->optional) return dlx_set_err(err, errlen, "'%s' must not be None", pname);
+      a->kind = DLX_ARG_NONE;
+      a->value.i = 0;
+      continue;
+    }
+    if (ty->kind == DLX_SIG_TENSOR) {
+      int mut = (ty->flags & DLX_SIG_MUT) != 0;
+      if (mut ? mu >= nmuts : in >= nins)
+        return dlx_set_err(err, errlen, "'%s': the call has too few %s", pname,
+                           mut ? "aliased outputs" : "inputs");
+      DLTensor *t = mut ? muts[mu++] : ins[in++];
+      if (!t) return dlx_set_err(err, errlen, "'%s': a NULL buffer", pname);
+      a->kind = DLX_ARG_TENSOR;
+      a->value.tensor = t;
+      continue;
+    }
+    char key[80];
+    snprintf(key, sizeof key, "p_%s", pname);
+    const dlx_attr *v = dlx_attr_find(attrs, nattrs, key);
+    if (!v) return dlx_set_err(err, errlen, "'%s': attribute %s is missing", pname, key);
+    int want = ty->kind == DLX_SIG_INT || ty->kind == DLX_SIG_BOOL ? DLX_ATTR_I64
+               : ty->kind == DLX_SIG_FLOAT                        ? DLX_ATTR_F64
+               : ty->kind == DLX_SIG_STR                          ? DLX_ATTR_STR
+               : ty->kind == DLX_SIG_INTS                         ? DLX_ATTR_I64S
+                                                                  : DLX_ATTR_F64S;
+    if (v->type != want || v->len < 0 || (v->len && !v->data) ||
+        (want <= DLX_ATTR_F64 && v->len != 1)) {
+      int got = v->type >= 0 && v->type <= DLX_ATTR_F64S ? v->type : 0;
+      return dlx_set_err(err, errlen, "'%s': attribute %s must be %s, got %s", pname, key,
+                         attr_type_names[want], attr_type_names[got]);
+    }
+    switch (want) {
+      case DLX_ATTR_I64:
+        a->kind = ty->kind == DLX_SIG_BOOL ? DLX_ARG_BOOL : DLX_ARG_INT;
+        memcpy(&a->value.i, v->data, sizeof(int64_t));
+        if (ty->kind == DLX_SIG_BOOL && (a->value.i & ~(int64_t)1))
+          return dlx_set_err(err, errlen, "'%s': a bool must be 0 or 1", pname);
+        break;
+      case DLX_ATTR_F64:
+        a->kind = DLX_ARG_FLOAT;
+        memcpy(&a->value.f, v->data, sizeof(double));
+        break;
+      default: {
+        if (nseq >= (int32_t)(sizeof store->seqs / sizeof store->seqs[0]))
+          return dlx_set_err(err, errlen, "too many sequence arguments");
+        dlx_arg_seq *q = &store->seqs[nseq++];
+        if (want == DLX_ATTR_STR) { /* a NUL-terminated copy: kernels read C strings */
+          if ((size_t)v->len >= sizeof store->text - used)
+            return dlx_set_err(err, errlen, "'%s': strings of a traced call exceed %d bytes",
+                               pname, DLX_BIND_STR_MAX);
+          char *t = store->text + used;
+          if (v->len) memcpy(t, v->data, (size_t)v->len);
+          t[v->len] = '\0';
+          if (memchr(t, '\0', (size_t)v->len))
+            return dlx_set_err(err, errlen, "'%s': a string with a NUL byte", pname);
+          used += (size_t)v->len + 1;
+          q->data = t;
+        } else { /* int64 and double arrays are used in place (XLA keeps them alive) */
+          static const int64_t empty[1] = {0};
+          q->data = v->len ? v->data : (const void *)empty;
+        }
+        q->len = v->len;
+        a->kind = want == DLX_ATTR_STR ? DLX_ARG_STR : want == DLX_ATTR_I64S ? DLX_ARG_INTS
+                                                                             : DLX_ARG_FLOATS;
+        a->value.seq = q;
+      }
+    }
+  }
+  if (in != nins || mu != nmuts)
+    return dlx_set_err(err, errlen, "the call has %d input(s) and %d aliased output(s) where "
+                       "the kernel takes %d and %d", (int)nins, (int)nmuts, (int)in, (int)mu);
+  return 0;
+}
+
+static int32_t plan_nparams(const dlx_sig *s) { return s ? s->nparams : 0; }
+
 const dlx_invoke_api dlx_invoke_api_v1 = {
     .version = DLX_INVOKE_API_VERSION,
     .size = sizeof(dlx_invoke_api),
     .run = dlx_invoke_run,
+    .bind = dlx_invoke_bind,
+    .nparams = plan_nparams,
 };

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "dlx_invoke.h"
+#include "dlx_sig.h"
 
 static int ran; /* kernels count their runs: a refused call never reaches them */
 
@@ -219,6 +220,69 @@ static void test_result_counts(void **state) {
   dlx_sig_free(s);
 }
 
+static dlx_attr attr(const char *name, int32_t type, const void *data, int64_t len) {
+  return (dlx_attr){name, strlen(name), type, data, len};
+}
+
+static void test_bind_from_attributes(void **state) {
+  (void)state;
+  dlx_sig *s = plan("x: f32[n], i: int = 1, f: float = 0.5, b: bool = False, s: str = 'once', "
+                    "li: ints = (1, 2), lf: floats = (0.25,), o: f32[n]? = None, "
+                    "m: f32[n] mut? = None -> f32[n]");
+  float xd[2], md[2];
+  int64_t two = 2, i = 3, b = 1, none = 1 << 7, li[2] = {4, 5};
+  double f = 1.5, lf[1] = {2.5};
+  DLTensor x = tensor(xd, &two, 1, f32), m = tensor(md, &two, 1, f32);
+  DLTensor *ins[1] = {&x}, *muts[1] = {&m};
+  dlx_attr attrs[8] = {attr("p_i", DLX_ATTR_I64, &i, 1),   attr("p_f", DLX_ATTR_F64, &f, 1),
+                       attr("p_b", DLX_ATTR_I64, &b, 1),   attr("p_s", DLX_ATTR_STR, "twice", 5),
+                       attr("p_li", DLX_ATTR_I64S, li, 2), attr("p_lf", DLX_ATTR_F64S, lf, 1),
+                       attr("dlx_none", DLX_ATTR_I64, &none, 1),
+                       attr("dlx_id", DLX_ATTR_I64, &i, 1)};
+  dlx_arg args[9];
+  dlx_bind_store store;
+  char err[256];
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), 0);
+  assert_true(args[0].kind == DLX_ARG_TENSOR && args[0].value.tensor == &x);
+  assert_true(args[1].kind == DLX_ARG_INT && args[1].value.i == 3);
+  assert_true(args[2].kind == DLX_ARG_FLOAT && args[2].value.f == 1.5);
+  assert_true(args[3].kind == DLX_ARG_BOOL && args[3].value.i == 1);
+  assert_true(args[4].kind == DLX_ARG_STR);
+  assert_string_equal(args[4].value.seq->data, "twice");
+  assert_true(args[5].kind == DLX_ARG_INTS && args[5].value.seq->len == 2);
+  assert_true(args[6].kind == DLX_ARG_FLOATS && ((const double *)args[6].value.seq->data)[0] == 2.5);
+  assert_int_equal(args[7].kind, DLX_ARG_NONE);
+  assert_true(args[8].kind == DLX_ARG_TENSOR && args[8].value.tensor == &m);
+  /* forged or broken attributes: refused with a reason, never read out of bounds */
+  attrs[0] = attr("p_i", DLX_ATTR_F64, &f, 1);
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'i': attribute p_i must be an int64, got a float64");
+  attrs[0] = attr("p_j", DLX_ATTR_I64, &i, 1);
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'i': attribute p_i is missing");
+  attrs[0] = attr("p_i", DLX_ATTR_I64, &i, 1);
+  none = 1; /* x is not optional */
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'x' must not be None");
+  none = (int64_t)1 << 20;
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  none = 1 << 7;
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 0, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'m': the call has too few aliased outputs");
+  DLTensor *two_ins[2] = {&x, &x};
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, two_ins, 2, muts, 1, args, &store, err, sizeof err), -1);
+  assert_non_null(strstr(err, "2 input(s)"));
+  b = 2;
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'b': a bool must be 0 or 1");
+  b = 0;
+  attrs[3] = attr("p_s", DLX_ATTR_STR, "a\0b", 3);
+  assert_int_equal(dlx_invoke_bind(s, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  assert_string_equal(err, "'s': a string with a NUL byte");
+  assert_int_equal(dlx_invoke_bind(NULL, attrs, 8, ins, 1, muts, 1, args, &store, err, sizeof err), -1);
+  dlx_sig_free(s);
+}
+
 static void test_api_struct(void **state) {
   (void)state;
   assert_int_equal(dlx_invoke_api_v1.version, DLX_INVOKE_API_VERSION);
@@ -233,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_mut_floats_of_ints_and_stream),
       cmocka_unit_test(test_scalar_results_and_errors),
       cmocka_unit_test(test_result_counts),
+      cmocka_unit_test(test_bind_from_attributes),
       cmocka_unit_test(test_api_struct),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
