@@ -4,7 +4,13 @@ dlx.torch) registers a predicate recognising its tracers and a handler that stag
 
 Only the failure path comes here: an ordinary call never imports this module."""
 
+import importlib
+import sys
+
 _handlers = []  # [(predicate(obj) -> bool, handler(kernel, args, kwargs) -> result)]
+# Framework glue that registers itself on import, imported here once its framework is (a
+# tracer can only exist then); importing dlx imports no framework.
+_glue = {"jax": "dlx.jax"}
 
 
 def register(predicate, handler):
@@ -34,6 +40,10 @@ def dispatch(kernel, args, kwargs):
     NotImplemented (the call path then raises its own error unchanged). A declared kernel's
     arguments arrive bound (declared order, defaults filled, kwargs empty); an undeclared
     kernel's as given."""
+    for framework, module in tuple(_glue.items()):
+        if framework in sys.modules:
+            del _glue[framework]
+            importlib.import_module(module)
     for predicate, handler in tuple(_handlers):
         if any(predicate(v) for v in _values(args, kwargs)):
             return handler(kernel, args, kwargs)

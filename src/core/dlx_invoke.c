@@ -300,6 +300,7 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
       DLTensor *t = mut ? muts[mu++] : ins[in++];
       if (!t) return dlx_set_err(err, errlen, "'%s': a NULL buffer", pname);
       a->kind = DLX_ARG_TENSOR;
+      a->readonly = !mut; /* a compiled program's inputs are immutable */
       a->value.tensor = t;
       continue;
     }
@@ -362,6 +363,7 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
 }
 
 static int32_t plan_nparams(const dlx_sig *s) { return s ? s->nparams : 0; }
+static int32_t plan_nresults(const dlx_sig *s) { return s ? s->nresults : 0; }
 
 const dlx_invoke_api dlx_invoke_api_v1 = {
     .version = DLX_INVOKE_API_VERSION,
@@ -369,4 +371,6 @@ const dlx_invoke_api dlx_invoke_api_v1 = {
     .run = dlx_invoke_run,
     .bind = dlx_invoke_bind,
     .nparams = plan_nparams,
+    .nresults = plan_nresults,
+    .find = dlx_attr_find,
 };

@@ -107,7 +107,9 @@ typedef struct dlx_invoke_api {
   int (*bind)(const dlx_sig *plan, const dlx_attr *attrs, int32_t nattrs, DLTensor *const *ins,
               int32_t nins, DLTensor *const *muts, int32_t nmuts, dlx_arg *args,
               dlx_bind_store *store, char *err, size_t errlen);
-  int32_t (*nparams)(const dlx_sig *plan); /* args a bound call needs */
+  int32_t (*nparams)(const dlx_sig *plan);  /* args a bound call needs */
+  int32_t (*nresults)(const dlx_sig *plan); /* declared results */
+  const dlx_attr *(*find)(const dlx_attr *attrs, int32_t nattrs, const char *name);
 } dlx_invoke_api;
 
 extern const dlx_invoke_api dlx_invoke_api_v1;
