@@ -111,9 +111,12 @@ def _dtype_name(x):
     return name
 
 
-def _fresh(sym):
-    raise ValueError("a result size the data decides" + (f" ('{sym}')" if sym else "") +
-                     " cannot be staged: XLA needs static shapes")
+def _fresh(name):
+    def fresh(sym):
+        raise ValueError(f"{name}(): a result size the data decides" +
+                         (f" ('{sym}')" if sym else "") + " cannot be staged: XLA needs static "
+                         "shapes (call it outside jax.jit)")
+    return fresh
 
 
 def _static(kernel, pname, kind, value):
@@ -176,7 +179,7 @@ def staged_call(kernel, args, kwargs):
         else:
             attrs["p_" + pname] = _static(kernel, pname, kind, v)
     results = _infer.results(kernel, bound, shape=lambda x: x.shape, dtype=_dtype_name,
-                             fresh=_fresh)
+                             fresh=_fresh(name))
     out_types = [jax.ShapeDtypeStruct(tuple(s), _DLX_TO_NP[dt]) for s, dt in results]
     out_types += [jax.ShapeDtypeStruct(m.shape, m.dtype) for m in muts]
     nres = len(results)
@@ -187,8 +190,21 @@ def staged_call(kernel, args, kwargs):
         TARGET, out_types, input_output_aliases=aliases or None,
         vmap_method="broadcast_all" if _batched_whole(kernel, plan, bound) else "sequential",
         has_side_effect=not out_types)
-    outs = call(*ins, *muts, dlx_id=np.int64(_kernel_id(kernel)), dlx_name=name,
-                dlx_none=np.int64(none), **attrs)
+    kid = np.int64(_kernel_id(kernel))
+
+    # A rule that only refuses: jax.grad then names the kernel and the way out.
+    def run(*tensors):
+        return call(*tensors, dlx_id=kid, dlx_name=name, dlx_none=np.int64(none), **attrs)
+
+    run.__name__ = run.__qualname__ = f"dlx_{name}"
+    run = jax.custom_jvp(run)
+
+    @run.defjvp
+    def no_rule(primals, tangents):
+        raise TypeError(f"{name}(): dlx kernels have no differentiation rule; give it one with "
+                        "jax.custom_vjp (its backward may be another dlx kernel)")
+
+    outs = run(*ins, *muts)
     if not out_types:
         return None
     return outs[0] if len(outs) == 1 else tuple(outs)

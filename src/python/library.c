@@ -43,6 +43,7 @@ typedef struct {
   PyObject **owned;    /* param_names then defaults: 2 * nparams references */
   dlx_sig *plan;
   dlx_sig_quick *quick; /* nparams quick checks of the plan */
+  PyObject *weakrefs;   /* jax.jit(lib.k) keeps a weak reference to the function */
 } KernelObject;
 
 /* 3.11 cannot specialize `lib.k` on a type with a `__getattr__` (it needs tp_getattro to
@@ -75,6 +76,7 @@ static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t
 
 static void kernel_dealloc(PyObject *self) {
   KernelObject *k = (KernelObject *)self;
+  if (k->weakrefs) PyObject_ClearWeakRefs(self);
   Py_XDECREF(k->path);
   Py_XDECREF(k->signature);
   Py_XDECREF(k->doc);
@@ -408,6 +410,7 @@ static PyObject *kernel_descr_get(PyObject *self, PyObject *obj, PyObject *type)
 static PyTypeObject KernelType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dlx.Kernel",
     .tp_basicsize = sizeof(KernelObject),
+    .tp_weaklistoffset = offsetof(KernelObject, weakrefs),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(KernelObject, vectorcall),
     .tp_call = PyVectorcall_Call,
@@ -551,6 +554,7 @@ static void collect(void *vctx, const char *sym) {
     k->owned = NULL;
     k->plan = NULL;
     k->quick = NULL;
+    k->weakrefs = NULL;
     memset(&k->info, 0, sizeof k->info);
   }
   /* Interned: `lib.NAME` in code is an interned string, so a lookup is a pointer compare. */
