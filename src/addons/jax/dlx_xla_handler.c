@@ -11,6 +11,7 @@
  * kernel's message. No allocation, no Python.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -172,10 +173,13 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     XLA_FFI_Error *err = x->XLA_FFI_Stream_Get(&sa);
     if (err) return err;
     stream = sa.stream;
-    XLA_FFI_DeviceOrdinal_Get_Args oa = {XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE, NULL,
-                                         cf->ctx, 0};
-    if ((err = x->XLA_FFI_DeviceOrdinal_Get(&oa))) return err;
-    dev.device_id = oa.device_ordinal;
+    /* an older XLA's API may end before DeviceOrdinal_Get: device 0 then */
+    if (x->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) + sizeof(void *)) {
+      XLA_FFI_DeviceOrdinal_Get_Args oa = {XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE, NULL,
+                                           cf->ctx, 0};
+      if ((err = x->XLA_FFI_DeviceOrdinal_Get(&oa))) return err;
+      dev.device_id = oa.device_ordinal;
+    }
   }
 
   /* inputs: the kernel's non-mut tensors, then the mut ones (XLA copies or aliases them to
