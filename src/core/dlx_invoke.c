@@ -260,6 +260,16 @@ const dlx_attr *dlx_attr_find(const dlx_attr *attrs, int32_t nattrs, const char 
   return NULL;
 }
 
+/* Attribute "p_<name>" (no formatting on the call path). */
+static const dlx_attr *param_attr(const dlx_attr *attrs, int32_t nattrs, const char *pname) {
+  size_t n = strlen(pname);
+  for (int32_t i = 0; i < nattrs; ++i)
+    if (attrs[i].name_len == n + 2 && attrs[i].name && attrs[i].name[0] == 'p' &&
+        attrs[i].name[1] == '_' && memcmp(attrs[i].name + 2, pname, n) == 0)
+      return &attrs[i];
+  return NULL;
+}
+
 static const char *const attr_type_names[] = {"another type", "an int64", "a float64",
                                               "a string", "an int64 array", "a float64 array"};
 
@@ -304,10 +314,8 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
       a->value.tensor = t;
       continue;
     }
-    char key[80];
-    snprintf(key, sizeof key, "p_%s", pname);
-    const dlx_attr *v = dlx_attr_find(attrs, nattrs, key);
-    if (!v) return dlx_set_err(err, errlen, "'%s': attribute %s is missing", pname, key);
+    const dlx_attr *v = param_attr(attrs, nattrs, pname);
+    if (!v) return dlx_set_err(err, errlen, "'%s': attribute p_%s is missing", pname, pname);
     int want = ty->kind == DLX_SIG_INT || ty->kind == DLX_SIG_BOOL ? DLX_ATTR_I64
                : ty->kind == DLX_SIG_FLOAT                        ? DLX_ATTR_F64
                : ty->kind == DLX_SIG_STR                          ? DLX_ATTR_STR
@@ -316,7 +324,7 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
     if (v->type != want || v->len < 0 || (v->len && !v->data) ||
         (want <= DLX_ATTR_F64 && v->len != 1)) {
       int got = v->type >= 0 && v->type <= DLX_ATTR_F64S ? v->type : 0;
-      return dlx_set_err(err, errlen, "'%s': attribute %s must be %s, got %s", pname, key,
+      return dlx_set_err(err, errlen, "'%s': attribute p_%s must be %s, got %s", pname, pname,
                          attr_type_names[want], attr_type_names[got]);
     }
     switch (want) {
