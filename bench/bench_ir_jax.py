@@ -5,8 +5,10 @@ XLA_FFI_DEFINE_HANDLER floor on 3, and jax-tvm-ffi's generic handler on 3.
 
     python bench/bench_ir_jax.py            (runs itself under valgrind --tool=callgrind)
 
-Each jitted function is called CALLS times (its first call compiles, then runs); a handler's
-Ir divided by CALLS is per call (the registration's metadata query adds a few Ir once)."""
+The child imports JAX and compiles every jitted function with instrumentation off (fast),
+then turns it on (callgrind_control -i on) and calls each function CALLS times, dumping the
+counters after the 3-buffer rows and after the 7-buffer row; a handler's inclusive Ir in a
+dump divided by CALLS is per call."""
 import os
 import re
 import subprocess
@@ -18,6 +20,7 @@ HANDLERS = {  # row -> callgrind function name (demangled)
     "dlx, 3 buffers": "dlx_xla_handler_cpu",
     "floor (C++ XLA_FFI_DEFINE_HANDLER), 3 buffers": "dlx_bench_floor",
     "jax-tvm-ffi, 3 buffers": "XLA_FFI_Error* jax_tvm_ffi::JAXTVMFFIRegistry::Trampoline<0>(XLA_FFI_CallFrame*)",
+    "dlx, 7 buffers": "dlx_xla_handler_cpu",
 }
 
 NOOP7 = r"""
@@ -29,28 +32,36 @@ DLX_KERNEL(noop7, "a: f32[n], b: f32[n], c: f32[n], d: f32[n], e: f32[n], f: f32
 """
 
 
-def child(folder, which):
-    import jax
-    import jax.numpy as jnp
+def control(*args):
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True,
+                   capture_output=True)
 
+
+def child(folder):
+    import jax
+
+    import dlx
     from dlx import bench_jax
 
     bench_jax.NOOP3 += NOOP7
     found, (x, y) = bench_jax.rows(folder)
-    import dlx
-
     lib = dlx.load(os.path.join(folder, "noop3.so"))
-    fns = {"dlx, 3 buffers": found[0][1], "floor (C++ XLA_FFI_DEFINE_HANDLER), 3 buffers": found[1][1]}
-    if found[2][1] is not None:
-        fns["jax-tvm-ffi, 3 buffers"] = found[2][1]
-    fns["dlx, 7 buffers"] = jax.jit(lambda a: lib.noop7(a, a, a, a, a, a))
-    fns = {n: f for n, f in fns.items() if (n == "dlx, 7 buffers") == (which == "7")}
-    for name, f in fns.items():
-        args = (x,) if name == "dlx, 7 buffers" else (x, y)
+    three = {n: f for n, f in zip(HANDLERS, (found[0][1], found[1][1], found[2][1])) if f}
+    seven = jax.jit(lambda a: lib.noop7(a, a, a, a, a, a))
+    for f in three.values():  # compile and warm, uninstrumented
+        jax.block_until_ready(f(x, y))
+    jax.block_until_ready(seven(x))
+    control("-i", "on")
+    for f in three.values():
         for _ in range(CALLS):
-            r = f(*args)
+            r = f(x, y)
         jax.block_until_ready(r)
-    print("rows:" + ",".join(fns))
+    control("-d", "three")
+    for _ in range(CALLS):
+        r = seven(x)
+    jax.block_until_ready(r)
+    control("-d", "seven")
+    print("rows:" + "|".join(list(three) + ["dlx, 7 buffers"]))
 
 
 def inclusive(dump, fn):
@@ -66,37 +77,36 @@ def inclusive(dump, fn):
 
 def main():
     if "--child" in sys.argv:
-        at = sys.argv.index("--child")
-        child(sys.argv[at + 1], sys.argv[at + 2])
+        child(sys.argv[sys.argv.index("--child") + 1])
         return 0
     try:
         import jax  # noqa: F401
     except ImportError:
         print("jax.jit handler Ir: JAX is not importable by this interpreter (the venv has it)")
         return 0
-    ir = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for which in ("3", "7"):  # one run each: both rows run the same handler function
-            dump = os.path.join(tmp, f"cg.{which}")
-            toggles = [f"--toggle-collect={f}" for f in HANDLERS.values()]
-            r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}",
-                                *toggles, sys.executable, os.path.abspath(__file__), "--child",
-                                tmp, which], capture_output=True, text=True)
-            if r.returncode != 0:
-                print("jax.jit handler Ir: the callgrind run failed\n" + r.stderr[-2000:])
-                return 1
-            rows = r.stdout.strip().split("rows:")[-1].split(",")
-            for name in rows:
-                fn = HANDLERS["dlx, 3 buffers" if name == "dlx, 7 buffers" else name]
-                total = inclusive(dump, fn)
-                ir[name] = total / CALLS if total else float("nan")
+        out = os.path.join(tmp, "cg")
+        toggles = [f"--toggle-collect={f}" for f in set(HANDLERS.values())]
+        r = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                            f"--callgrind-out-file={out}", *toggles, sys.executable,
+                            os.path.abspath(__file__), "--child", tmp],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print("jax.jit handler Ir: the callgrind run failed\n" + r.stderr[-2000:])
+            return 1
+        rows = r.stdout.strip().split("rows:")[-1].split("|")
+        ir = {}
+        for name in rows:
+            dump = out + (".2" if name == "dlx, 7 buffers" else ".1")
+            total = inclusive(dump, HANDLERS[name])
+            ir[name] = total / CALLS if total else float("nan")
     print(f"jax.jit: Ir per XLA FFI handler call, inclusive of the no-op kernel ({CALLS} calls "
           "each, callgrind)")
     for name, v in ir.items():
         print(f"  {name:48s} {v:8.0f}")
     if "dlx, 7 buffers" in ir:
-        print(f"  dlx handler per buffer: {(ir['dlx, 7 buffers'] - ir['dlx, 3 buffers']) / 4:.0f} Ir"
-              " ((7 buffers - 3 buffers) / 4)")
+        print(f"  dlx handler per buffer: {(ir['dlx, 7 buffers'] - ir['dlx, 3 buffers']) / 4:.0f}"
+              " Ir ((7 buffers - 3 buffers) / 4)")
     return 0
 
 
