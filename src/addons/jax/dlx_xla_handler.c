@@ -27,6 +27,7 @@
 
 typedef struct entry {
   dlx_kernel_handle h;
+  size_t len; /* of name */
   char name[128];
 } entry;
 
@@ -48,7 +49,8 @@ DLX_EXPORT int dlx_xla_register(const dlx_kernel_handle *h) {
   if (!h || !h->fn || !h->name || n >= MAX_KERNELS || strlen(h->name) >= sizeof registry[0].name)
     return -1;
   registry[n].h = *h;
-  strcpy(registry[n].name, h->name);
+  registry[n].len = strlen(h->name);
+  memcpy(registry[n].name, h->name, registry[n].len + 1);
   atomic_store_explicit(&registered, n + 1, memory_order_release);
   return n;
 }
@@ -70,21 +72,27 @@ static XLA_FFI_Error *metadata(XLA_FFI_CallFrame *cf) {
 }
 
 static int dtype_of(XLA_FFI_DataType t, DLDataType *out) {
-  static const struct { XLA_FFI_DataType x; uint8_t code, bits; } map[] = {
-      {XLA_FFI_DataType_PRED, kDLBool, 8},   {XLA_FFI_DataType_S8, kDLInt, 8},
-      {XLA_FFI_DataType_S16, kDLInt, 16},    {XLA_FFI_DataType_S32, kDLInt, 32},
-      {XLA_FFI_DataType_S64, kDLInt, 64},    {XLA_FFI_DataType_U8, kDLUInt, 8},
-      {XLA_FFI_DataType_U16, kDLUInt, 16},   {XLA_FFI_DataType_U32, kDLUInt, 32},
-      {XLA_FFI_DataType_U64, kDLUInt, 64},   {XLA_FFI_DataType_F16, kDLFloat, 16},
-      {XLA_FFI_DataType_F32, kDLFloat, 32},  {XLA_FFI_DataType_F64, kDLFloat, 64},
-      {XLA_FFI_DataType_BF16, kDLBfloat, 16}, {XLA_FFI_DataType_C64, kDLComplex, 64},
-      {XLA_FFI_DataType_C128, kDLComplex, 128}};
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; ++i)
-    if (map[i].x == t) {
-      *out = (DLDataType){map[i].code, map[i].bits, 1};
-      return 0;
-    }
-  return -1;
+  uint8_t code, bits; /* a switch: a jump table, not a search, on every buffer */
+  switch (t) {
+    case XLA_FFI_DataType_PRED: code = kDLBool, bits = 8; break;
+    case XLA_FFI_DataType_S8: code = kDLInt, bits = 8; break;
+    case XLA_FFI_DataType_S16: code = kDLInt, bits = 16; break;
+    case XLA_FFI_DataType_S32: code = kDLInt, bits = 32; break;
+    case XLA_FFI_DataType_S64: code = kDLInt, bits = 64; break;
+    case XLA_FFI_DataType_U8: code = kDLUInt, bits = 8; break;
+    case XLA_FFI_DataType_U16: code = kDLUInt, bits = 16; break;
+    case XLA_FFI_DataType_U32: code = kDLUInt, bits = 32; break;
+    case XLA_FFI_DataType_U64: code = kDLUInt, bits = 64; break;
+    case XLA_FFI_DataType_F16: code = kDLFloat, bits = 16; break;
+    case XLA_FFI_DataType_F32: code = kDLFloat, bits = 32; break;
+    case XLA_FFI_DataType_F64: code = kDLFloat, bits = 64; break;
+    case XLA_FFI_DataType_BF16: code = kDLBfloat, bits = 16; break;
+    case XLA_FFI_DataType_C64: code = kDLComplex, bits = 64; break;
+    case XLA_FFI_DataType_C128: code = kDLComplex, bits = 128; break;
+    default: return -1;
+  }
+  *out = (DLDataType){code, bits, 1};
+  return 0;
 }
 
 /* Buffer `b` as a row-major DLTensor; its strides from `pool`. */
@@ -100,8 +108,12 @@ static int as_tensor(void *p, int is_buffer, DLDevice dev, DLTensor *t, int64_t 
     s *= b->dims[d] > 0 ? b->dims[d] : 1;
   }
   *used += (int32_t)b->rank;
-  *t = (DLTensor){.data = b->data, .device = dev, .ndim = (int32_t)b->rank,
-                  .dtype = t->dtype, .shape = b->dims, .strides = strides, .byte_offset = 0};
+  t->data = b->data;
+  t->device = dev;
+  t->ndim = (int32_t)b->rank;
+  t->shape = b->dims;
+  t->strides = strides;
+  t->byte_offset = 0;
   return 0;
 }
 
@@ -149,16 +161,19 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   if (na < 0 || na > MAX_ATTRS || nargs < 0 || nrets < 0 || nargs + nrets > MAX_BUFFERS)
     return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, "dlx: too many attributes or buffers");
   dlx_attr attrs[MAX_ATTRS];
-  for (int64_t i = 0; i < na; ++i) to_attr(&cf->attrs, i, &attrs[i]);
+  const dlx_attr *id = NULL, *nm = NULL; /* found in the same pass */
+  for (int64_t i = 0; i < na; ++i) {
+    dlx_attr *a = &attrs[i];
+    to_attr(&cf->attrs, i, a);
+    if (a->name_len == 6 && memcmp(a->name, "dlx_id", 6) == 0) id = a;
+    else if (a->name_len == 8 && memcmp(a->name, "dlx_name", 8) == 0) nm = a;
+  }
 
   /* which kernel: an index into what dlx registered, and its name must agree */
-  const dlx_attr *id = api->find(attrs, (int32_t)na, "dlx_id");
-  const dlx_attr *nm = api->find(attrs, (int32_t)na, "dlx_name");
   int64_t k = -1;
   if (id && id->type == DLX_ATTR_I64) memcpy(&k, id->data, sizeof k);
   int n = atomic_load_explicit(&registered, memory_order_acquire);
-  if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR ||
-      (size_t)nm->len != strlen(registry[k].name) ||
+  if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR || (size_t)nm->len != registry[k].len ||
       memcmp(nm->data, registry[k].name, (size_t)nm->len) != 0) {
     snprintf(msg, sizeof msg, "dlx: the call's dlx_id/dlx_name attributes name no kernel dlx "
              "registered in this process (id %lld)", (long long)k);
@@ -215,9 +230,18 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     snprintf(msg, sizeof msg, "%s(): %s", e->name, why);
     return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
   }
-  dlx_invoke inv = {.fn = e->h.fn, .plan = e->h.plan, .name = e->name, .args = args,
-                    .nargs = api->nparams(e->h.plan), .device = dev, .stream = stream,
-                    .out = outs, .nout = nres};
+  dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
+  inv.fn = e->h.fn;
+  inv.plan = e->h.plan;
+  inv.name = e->name;
+  inv.args = args;
+  inv.nargs = api->nparams(e->h.plan);
+  inv.device = dev;
+  inv.stream = stream;
+  inv.out = outs;
+  inv.nout = nres;
+  inv.allocate = NULL;
+  inv.allocate_ctx = NULL;
   if (api->run(&inv)) {
     snprintf(msg, sizeof msg, "%s: %s", inv.error_kind, inv.error);
     int user = !strcmp(inv.error_kind, "TypeError") || !strcmp(inv.error_kind, "ValueError");
