@@ -51,7 +51,7 @@ def _build_handler():
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon")
     path = _build.build([os.path.join(here, "dlx_xla_handler.c")], name="dlx_xla_handler",
-                        include_dirs=[jax.ffi.include_dir(), here], cflags=["-std=c11"])
+                        include_dirs=[jax.ffi.include_dir(), here], cflags=["-std=c11", "-g"])
     lib = ctypes.CDLL(path)
     lib.dlx_xla_init.argtypes = [ctypes.c_void_p]
     lib.dlx_xla_register.argtypes = [ctypes.c_void_p]

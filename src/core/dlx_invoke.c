@@ -281,7 +281,10 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
       (nmuts && !muts))
     return dlx_set_err(err, errlen, "invalid counts");
   uint64_t none = 0;
-  const dlx_attr *na = dlx_attr_find(attrs, nattrs, "dlx_none");
+  const dlx_attr *na = NULL; /* "dlx_none", compared in line: this runs on every call */
+  for (int32_t i = 0; i < nattrs && !na; ++i)
+    if (attrs[i].name_len == 8 && attrs[i].name && memcmp(attrs[i].name, "dlx_none", 8) == 0)
+      na = &attrs[i];
   if (na) {
     if (na->type != DLX_ATTR_I64 || !na->data)
       return dlx_set_err(err, errlen, "attribute dlx_none must be an int64");
