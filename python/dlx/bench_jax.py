@@ -65,7 +65,8 @@ def rows(folder):
     out = jax.ShapeDtypeStruct((16,), jnp.float32)
     found = [("dlx generic handler (lib.noop3 under jax.jit)", jax.jit(lib.noop3))]
     floor = _build(folder, "floor.cc", FLOOR,
-                   ["c++", "-O2", "-std=c++17", "-shared", "-fPIC", "-I", jax.ffi.include_dir()])
+                   ["c++", "-O2", "-w", "-std=c++17", "-shared", "-fPIC", "-I",
+                    jax.ffi.include_dir()])  # -w: jaxlib's api.h warns
     fl = ctypes.CDLL(floor)
     jax.ffi.register_ffi_target("dlx_bench_floor", jax.ffi.pycapsule(fl.dlx_bench_floor),
                                 platform="cpu")
