@@ -102,6 +102,7 @@ bench-ir: build build-venv newer
 	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; \
 	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(VENV)) \
 	  || status=$$?; \
+	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir_jax.py || status=$$?; \
 	if [ -x $(NEWER_PYTHON) ]; then $(NEWER_RUN) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(NEWER_VENV)) \
 	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; fi; \
 	exit $$status

@@ -3,7 +3,8 @@
 # its own exchange table (not run in CI). Builds dlx with plain compiler calls (no apt,
 # no cmake needed), compiles tests/gpu/stream_kernels.cu and examples/saxpy_cuda.cu with nvcc,
 # runs check_cuda.py, then check_cupy.py (torch + CuPy streams, CUDA graph capture) when
-# CuPy is importable.
+# CuPy is importable, and check_jax.py (a jitted CUDA kernel on XLA's stream) when JAX has a
+# GPU.
 # Usage: bash tests/gpu/run.sh [python]   (default: python3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,10 +20,12 @@ cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
   -Isrc/python src/python/*.c src/core/*.c -o "$PKG/_core$SUFFIX" -ldl
 cp python/dlx/*.py "$PKG/"
 cp include/dlx/*.h "$PKG/include/dlx/"
-cp src/addons/torch/* "$PKG/addon/"
+cp src/addons/torch/* src/addons/jax/* src/core/dlx_invoke.h "$PKG/addon/"
 nvcc -O2 -shared -Xcompiler -fPIC -Iinclude tests/gpu/stream_kernels.cu -o "$OUT/k/stream_kernels.so"
 nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude examples/saxpy_cuda.cu \
   -o "$OUT/k/saxpy_cuda.so"
+nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude tests/gpu/jax_kernels.cu \
+  -o "$OUT/k/jax_kernels.so"
 DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_cuda.py \
   "$OUT/k/stream_kernels.so" "$OUT/k/saxpy_cuda.so"
 if "$PY" -c 'import cupy' 2>/dev/null; then
@@ -30,4 +33,9 @@ if "$PY" -c 'import cupy' 2>/dev/null; then
     "$OUT/k/stream_kernels.so"
 else
   echo "cupy is not importable for $PY: the CuPy stream check is skipped (pip install cupy-cuda12x)"
+fi
+if "$PY" -c 'import jax, sys; sys.exit(not jax.devices("gpu"))' 2>/dev/null; then
+  DLX_CACHE_DIR=$OUT/cache PYTHONPATH=$OUT/python "$PY" tests/gpu/check_jax.py "$OUT/k/jax_kernels.so"
+else
+  echo "jax has no GPU for $PY: the jax.jit stream check is skipped (pip install jax[cuda12])"
 fi

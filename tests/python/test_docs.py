@@ -129,7 +129,7 @@ def test_doc_block(doc, line, action, args, text, doc_dirs):
     elif action == "python-syntax":
         compile(text, f"{doc.name}:{line}", "exec")
     elif action == "python":
-        for module in ("torch", "numpy", "dask", "distributed"):
+        for module in ("torch", "numpy", "dask", "distributed", "jax"):
             if re.search(rf"^\s*import .*\b{module}\b", text, re.M) and \
                     __import__("importlib.util").util.find_spec(module) is None:
                 pytest.skip(f"the example imports {module}, which this interpreter lacks")

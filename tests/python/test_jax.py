@@ -71,9 +71,11 @@ def test_jax_is_not_imported_by_dlx(build_dir):
 
 
 def test_jax_array_without_dlpack_protocol_errors_clearly(kernels):
-    """A bad tensor of another kind (a jax tracer is not an array) is a TypeError."""
-    with pytest.raises(TypeError, match="argument 0"):
+    """A tracer given to an undeclared kernel: a TypeError saying that a declaration is
+    needed (test_jax_jit.py stages declared ones), the conversion's error as its cause."""
+    with pytest.raises(TypeError, match="a declaration is needed") as e:
         jax.jit(lambda v: kernels.sum(v))(jnp.ones(2))
+    assert isinstance(e.value.__cause__, jax.errors.ConcretizationTypeError)
 
 
 

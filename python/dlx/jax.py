@@ -1,0 +1,213 @@
+"""Kernels inside jax.jit (interface.md, "Kernels inside jax.jit").
+
+`lib.NAME(...)` given JAX tracers reaches the C call path, which cannot convert them and
+asks dlx._trace; the handler here stages the call as an XLA FFI call of dlx's one generic
+handler (src/addons/jax/dlx_xla_handler.c, built at first use against jaxlib's headers into
+dlx's cache). Result shapes and dtypes come from the declaration (dlx._infer), `mut`
+parameters are outputs aliased to their inputs, scalars travel as attributes. The kernel is
+named in the program by an index into the handler's registry plus its name, both checked by
+the handler: a program cannot make dlx call anything dlx did not register.
+
+Eager calls on JAX arrays never come here."""
+import ctypes
+import os
+import threading
+
+import jax
+import numpy as np
+
+from . import _core, _infer, _trace
+
+TARGET = "dlx_kernel"  # the one FFI target every kernel runs through
+
+_lock = threading.RLock()
+_handler = None  # the handler library (ctypes), once built and registered
+_ids = {}  # kernel -> its registry id
+_keep = []  # the kernels' handle capsules: the handler's registry points into them
+
+_DLX_TO_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
+              "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+              "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_,
+              "c64": np.complex64, "c128": np.complex128}
+_NP_TO_DLX = {np.dtype(v): k for k, v in _DLX_TO_NP.items()}
+try:
+    import ml_dtypes  # jax's bfloat16
+
+    _DLX_TO_NP["bf16"] = ml_dtypes.bfloat16
+    _NP_TO_DLX[np.dtype(ml_dtypes.bfloat16)] = "bf16"
+except ImportError:  # pragma: no cover - jax depends on it
+    pass
+
+
+def _capsule_pointer(capsule, name):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, name)
+
+
+def _build_handler():
+    from . import _build
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon")
+    path = _build.build([os.path.join(here, "dlx_xla_handler.c")], name="dlx_xla_handler",
+                        include_dirs=[jax.ffi.include_dir(), here], cflags=["-std=c11", "-g"])
+    lib = ctypes.CDLL(path)
+    lib.dlx_xla_init.argtypes = [ctypes.c_void_p]
+    lib.dlx_xla_register.argtypes = [ctypes.c_void_p]
+    if lib.dlx_xla_init(_capsule_pointer(_core._invoke_api(), b"dlx.invoke_api")) != 0:
+        raise RuntimeError("dlx.jax: the XLA handler does not match this dlx")
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.dlx_xla_handler_cpu),
+                                platform="cpu")
+    for platform, sym in (("CUDA", "dlx_xla_handler_cuda"), ("ROCM", "dlx_xla_handler_rocm")):
+        try:  # registered where jaxlib has the platform (a plugin may come later: kept)
+            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(lib, sym)),
+                                        platform=platform)
+        except Exception:  # noqa: BLE001 - a jaxlib without that platform
+            pass
+    return lib
+
+
+def _kernel_id(kernel):
+    global _handler
+    with _lock:
+        if kernel in _ids:
+            return _ids[kernel]
+        if _handler is None:
+            _handler = _build_handler()
+        cap = kernel._handle()
+        kid = _handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"))
+        if kid < 0:
+            raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
+        _keep.append(cap)
+        _ids[kernel] = kid
+        return kid
+
+
+def register(lib):
+    """Register every declared kernel of `lib` with the XLA handler now (else on first
+    use); name -> FFI target name. Calling it again returns the same mapping."""
+    out = {}
+    for name in lib.kernels:
+        k = getattr(lib, name)
+        if k._plan is None:
+            continue
+        _kernel_id(k)
+        out[name] = TARGET
+    return out
+
+
+# ---- staging a call ------------------------------------------------------------------
+
+def _is_tracer(obj):
+    return isinstance(obj, jax.core.Tracer)
+
+
+def _dtype_name(x):
+    dt = np.dtype(x.dtype)
+    name = _NP_TO_DLX.get(dt)
+    if name is None:
+        raise TypeError(f"dtype {dt} has no DLPack equivalent dlx handles")
+    return name
+
+
+def _fresh(name):
+    def fresh(sym):
+        raise ValueError(f"{name}(): a result size the data decides" +
+                         (f" ('{sym}')" if sym else "") + " cannot be staged: XLA needs static "
+                         "shapes (call it outside jax.jit)")
+    return fresh
+
+
+def _static(kernel, pname, kind, value):
+    """A scalar parameter's attribute value."""
+    def traced():
+        return TypeError(f"{kernel.__name__}(): '{pname}' is a traced value; {kind} parameters "
+                         "must be static (a Python value, e.g. through static_argnums)")
+
+    if _is_tracer(value) or (isinstance(value, (tuple, list)) and any(map(_is_tracer, value))):
+        raise traced()
+    try:
+        if kind in ("int", "bool"):
+            return np.int64(int(value))
+        if kind == "float":
+            return np.float64(float(value))
+        if kind == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if kind == "ints":
+            return np.asarray([int(v) for v in value], dtype=np.int64)
+        return np.asarray([float(v) for v in value], dtype=np.float64)  # floats
+    except (TypeError, ValueError, jax.errors.ConcretizationTypeError) as e:
+        raise TypeError(f"{kernel.__name__}(): '{pname}' must be {kind}, got "
+                        f"{type(value).__name__}") from e
+
+
+def _batched_whole(kernel, plan, bound):
+    """Every given tensor parameter declares "..." first and every result starts with the
+    batch: a vmap batch is one call (XLA broadcasts unbatched inputs)."""
+    derived = kernel._derived
+    if derived is None:
+        return False
+    tensors = [p for p, x in zip(plan, bound) if p[1] == "tensor" and x is not None]
+    if not tensors or any(not p[5] or p[5][0] is not Ellipsis for p in tensors):
+        return False
+    return all(dims and dims[0][0] == "batch" for _dt, dims in derived[0])
+
+
+def staged_call(kernel, args, kwargs):
+    """lib.NAME(*args, **kwargs) with tracers among the arguments, as an XLA FFI call."""
+    name = kernel.__name__
+    plan = kernel._plan
+    if plan is None:
+        raise TypeError(f"{name}(): a declaration is needed to call it under a JAX "
+                        f"transformation (jax.jit, vmap, ...): DLX_KERNEL({name}, \"...\")")
+    bound = _infer.bind(kernel, args, kwargs)
+    attrs = {}
+    none = 0
+    ins, muts = [], []
+    for i, (pname, kind, _opt, _d, _dts, _dims, flags) in enumerate(plan):
+        v = bound[i]
+        if v is None:
+            none |= 1 << i
+            continue
+        if kind == "tensor":
+            x = v if _is_tracer(v) else jax.numpy.asarray(v)
+            bound[i] = x
+            (muts if "mut" in flags else ins).append(x)
+        else:
+            attrs["p_" + pname] = _static(kernel, pname, kind, v)
+    results = _infer.results(kernel, bound, shape=lambda x: x.shape, dtype=_dtype_name,
+                             fresh=_fresh(name))
+    out_types = [jax.ShapeDtypeStruct(tuple(s), _DLX_TO_NP[dt]) for s, dt in results]
+    out_types += [jax.ShapeDtypeStruct(m.shape, m.dtype) for m in muts]
+    nres = len(results)
+    aliases = {len(ins) + j: nres + j for j in range(len(muts))}
+    if none >= 1 << 63:
+        none -= 1 << 64
+    call = jax.ffi.ffi_call(
+        TARGET, out_types, input_output_aliases=aliases or None,
+        vmap_method="broadcast_all" if _batched_whole(kernel, plan, bound) else "sequential",
+        has_side_effect=not out_types)
+    kid = np.int64(_kernel_id(kernel))
+
+    # A rule that only refuses: jax.grad then names the kernel and the way out.
+    def run(*tensors):
+        return call(*tensors, dlx_id=kid, dlx_name=name, dlx_none=np.int64(none), **attrs)
+
+    run.__name__ = run.__qualname__ = f"dlx_{name}"
+    run = jax.custom_jvp(run)
+
+    @run.defjvp
+    def no_rule(primals, tangents):
+        raise TypeError(f"{name}(): dlx kernels have no differentiation rule; give it one with "
+                        "jax.custom_vjp (its backward may be another dlx kernel)")
+
+    outs = run(*ins, *muts)
+    if not out_types:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_trace.register(_is_tracer, staged_call)

@@ -1,0 +1,117 @@
+/*
+ * dlx_invoke.h - run a kernel whose arguments are already converted (DLTensors and
+ * scalars), with a runtime that needs no interpreter: for callers on threads without the
+ * GIL (XLA's executor threads, torch's dispatcher). Pure C, no Python, no heap.
+ *
+ * The tensors are checked against the plan (dtypes, ranks, size symbols, devices, contig,
+ * mut) before the kernel runs, so dlx_size works as in an eager call. Results are either
+ * preallocated by the caller (XLA: out[i] already shaped; the kernel's i-th
+ * dlx_return_new_tensor must ask for exactly that and gets it) or made by `allocate`
+ * (torch: at::empty on the right device). Scalar results (dlx_return_int/float) are
+ * refused: a compiled caller has nowhere to put them.
+ */
+#ifndef DLX_INVOKE_H_
+#define DLX_INVOKE_H_
+
+#include <stdint.h>
+
+#include "dlx/dlx.h"
+
+/* The plan (dlx_sig.h); glue libraries see it only as a pointer, so this header stands
+ * alone next to dlx/dlx.h (it is shipped beside the XLA handler's source). */
+typedef struct dlx_sig dlx_sig;
+
+typedef int (*dlx_invoke_alloc_fn)(void *ctx, int32_t index, DLDevice dev, int32_t ndim,
+                                   const int64_t *shape, DLDataType dtype, DLTensor **out);
+
+typedef struct dlx_invoke {
+  dlx_kernel_fn fn;
+  const dlx_sig *plan;  /* NULL: an undeclared kernel (no checks, results up to nout) */
+  const char *name;
+  dlx_arg *args;        /* declared order, defaults already filled */
+  int32_t nargs;
+  DLDevice device;      /* the call's device and the caller's stream on it (NULL on CPU) */
+  void *stream;
+  DLTensor **out;       /* nout preallocated results, or NULL */
+  int32_t nout;
+  dlx_invoke_alloc_fn allocate; /* used when out is NULL */
+  void *allocate_ctx;
+  int32_t produced;     /* results the kernel returned */
+  char error_kind[64];  /* set when dlx_invoke_run returns -1: a Python exception class */
+  char error[1024];     /* and the message, "k(): ..." */
+} dlx_invoke;
+
+/* 0, or -1 with error_kind/error set. */
+int dlx_invoke_run(dlx_invoke *inv);
+
+/* ---- a compiled call's inputs to arguments ------------------------------------------- */
+
+/* One attribute of a compiled call (an XLA FFI attribute, translated by the glue). */
+enum {
+  DLX_ATTR_OTHER = 0, /* a type dlx never sends: refused where a parameter's value is read */
+  DLX_ATTR_I64 = 1,   /* int64 scalar */
+  DLX_ATTR_F64 = 2,   /* double scalar */
+  DLX_ATTR_STR = 3,   /* bytes (len), not NUL-terminated */
+  DLX_ATTR_I64S = 4,  /* int64 array of len */
+  DLX_ATTR_F64S = 5,  /* double array of len */
+};
+
+typedef struct dlx_attr {
+  const char *name; /* not NUL-terminated */
+  size_t name_len;
+  int32_t type;     /* DLX_ATTR_* */
+  const void *data;
+  int64_t len;      /* bytes (STR) or elements (arrays); 1 for scalars */
+} dlx_attr;
+
+#define DLX_BIND_STR_MAX 4096 /* bytes of str arguments of one call, NUL-terminated copies */
+
+/* Where one call's str arguments and sequences live (the caller's stack). */
+typedef struct dlx_bind_store {
+  dlx_arg_seq seqs[64];
+  char text[DLX_BIND_STR_MAX];
+} dlx_bind_store;
+
+/* Fill args[plan->nparams] for a declared kernel from a compiled call: attribute
+ * "dlx_none" (I64, bit i: parameter i was None; absent: none was) says which parameters
+ * are absent; each other tensor parameter takes the next of `ins`, or when it is `mut`
+ * the next of `muts` (the output XLA aliased to that input); each other scalar parameter
+ * the attribute "p_<name>" of its type (I64 for int and bool, F64, STR, I64S, F64S).
+ * Every input and mut output must be taken. 0, or -1 with the reason in err (the
+ * attributes come from a traced program: nothing is trusted). */
+int dlx_invoke_bind(const dlx_sig *plan, const dlx_attr *attrs, int32_t nattrs,
+                    DLTensor *const *ins, int32_t nins, DLTensor *const *muts, int32_t nmuts,
+                    dlx_arg *args, dlx_bind_store *store, char *err, size_t errlen);
+
+/* The attribute named `name` (NUL-terminated), or NULL. */
+const dlx_attr *dlx_attr_find(const dlx_attr *attrs, int32_t nattrs, const char *name);
+
+/* ---- what _core hands to glue libraries (capsules) ---------------------------------- */
+
+#define DLX_INVOKE_API_VERSION 1u
+#define DLX_INVOKE_API_CAPSULE "dlx.invoke_api"
+#define DLX_KERNEL_HANDLE_CAPSULE "dlx.kernel_handle"
+
+/* A kernel as a glue library sees it; valid while the capsule that carried it lives. */
+typedef struct dlx_kernel_handle {
+  dlx_kernel_fn fn;
+  const dlx_sig *plan; /* NULL: undeclared */
+  const char *name;
+} dlx_kernel_handle;
+
+/* dlx._core._invoke_api(): versioned; a later version appends fields (check `size`). */
+typedef struct dlx_invoke_api {
+  uint32_t version; /* DLX_INVOKE_API_VERSION */
+  uint32_t size;    /* sizeof(dlx_invoke_api) */
+  int (*run)(dlx_invoke *inv);
+  int (*bind)(const dlx_sig *plan, const dlx_attr *attrs, int32_t nattrs, DLTensor *const *ins,
+              int32_t nins, DLTensor *const *muts, int32_t nmuts, dlx_arg *args,
+              dlx_bind_store *store, char *err, size_t errlen);
+  int32_t (*nparams)(const dlx_sig *plan);  /* args a bound call needs */
+  int32_t (*nresults)(const dlx_sig *plan); /* declared results */
+  const dlx_attr *(*find)(const dlx_attr *attrs, int32_t nattrs, const char *name);
+} dlx_invoke_api;
+
+extern const dlx_invoke_api dlx_invoke_api_v1;
+
+#endif /* DLX_INVOKE_H_ */
