@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DIMS 256 /* dimension entries over all types of one signature */
+#define MAX_DIMS DLX_SIG_MAX_DIMS
 #define MAX_NUMS 256 /* elements over all list defaults */
 #define MAX_POOL 4096
 

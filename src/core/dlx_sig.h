@@ -21,6 +21,7 @@
 #define DLX_SIG_MAX_RESULTS 16
 #define DLX_SIG_MAX_SYMBOLS 32  /* size symbols of one signature (a bitmask per call) */
 #define DLX_SIG_MAX_TENSOR_DIMS 32
+#define DLX_SIG_MAX_DIMS 256     /* dimension entries over all types of one signature */
 
 /* What a parameter or result is. */
 typedef enum {

@@ -29,6 +29,7 @@
 
 #include "dlx_cache_dir.h"
 #include "dlx_core.h"
+#include "dlx_derive.h"
 
 typedef struct {
   PyObject_HEAD
@@ -164,6 +165,172 @@ static PyObject *kernel_get_results(PyObject *self, void *closure) {
   return t;
 }
 
+/* ---- what compilers read: the plan structurally, and what dlx_derive.c derives -------- */
+
+static const char *const dtype_names[DLX_SIG_NUM_DTYPES] = {
+    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+    "bool", "c64", "c128"};
+static const struct { int flag; const char *word; } flag_names[] = {
+    {DLX_SIG_MUT, "mut"},   {DLX_SIG_CONTIG, "contig"}, {DLX_SIG_CPU, "cpu"},
+    {DLX_SIG_CUDA, "cuda"}, {DLX_SIG_ROCM, "rocm"},     {DLX_SIG_NPU, "npu"},
+    {DLX_SIG_GPU, "gpu"}};
+
+/* A tensor type's dtypes ("f32", ...) or None for any; dims (int | symbol | None for "_" |
+ * Ellipsis) or None without brackets; flags frozenset. */
+static PyObject *type_parts(const dlx_sig *s, const dlx_sig_type *t) {
+  PyObject *dtypes = NULL, *dims = NULL, *flags = NULL;
+  if (t->kind != DLX_SIG_TENSOR || t->dtypes == DLX_SIG_DT_ANY) {
+    dtypes = Py_NewRef(Py_None);
+  } else {
+    dtypes = PyTuple_New(0);
+    for (int k = 0; dtypes && k < DLX_SIG_NUM_DTYPES; ++k)
+      if (t->dtypes & (1u << k)) {
+        PyObject *name = PyUnicode_FromString(dtype_names[k]);
+        if (!name || _PyTuple_Resize(&dtypes, PyTuple_GET_SIZE(dtypes) + 1)) {
+          Py_XDECREF(name);
+          Py_CLEAR(dtypes);
+          break;
+        }
+        PyTuple_SET_ITEM(dtypes, PyTuple_GET_SIZE(dtypes) - 1, name);
+      }
+  }
+  if (t->kind != DLX_SIG_TENSOR || t->ndims < 0) {
+    dims = Py_NewRef(Py_None);
+  } else {
+    dims = PyTuple_New(t->ndims);
+    for (int32_t d = 0; dims && d < t->ndims; ++d) {
+      const dlx_sig_dim *dm = &s->dims[t->dim0 + d];
+      PyObject *v = dm->kind == DLX_DIM_FIXED    ? PyLong_FromLongLong(dm->extent)
+                    : dm->kind == DLX_DIM_SYMBOL ? PyUnicode_FromString(dlx_sig_str(s, s->symbols[dm->sym]))
+                    : dm->kind == DLX_DIM_ANY    ? Py_NewRef(Py_None)
+                                                 : Py_NewRef(Py_Ellipsis);
+      if (!v) Py_CLEAR(dims);
+      else PyTuple_SET_ITEM(dims, d, v);
+    }
+  }
+  flags = PyFrozenSet_New(NULL);
+  for (size_t k = 0; flags && k < sizeof flag_names / sizeof *flag_names; ++k)
+    if (t->flags & flag_names[k].flag) {
+      PyObject *w = PyUnicode_FromString(flag_names[k].word);
+      if (!w || PySet_Add(flags, w)) Py_CLEAR(flags);
+      Py_XDECREF(w);
+    }
+  if (!dtypes || !dims || !flags) {
+    Py_XDECREF(dtypes);
+    Py_XDECREF(dims);
+    Py_XDECREF(flags);
+    return NULL;
+  }
+  return Py_BuildValue("(NNN)", dtypes, dims, flags);
+}
+
+/* ((name, kind, optional, default or Ellipsis, dtypes, dims, flags), ...), None undeclared */
+static PyObject *kernel_get_plan(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan) Py_RETURN_NONE;
+  const dlx_sig *s = k->plan;
+  PyObject *t = PyTuple_New(s->nparams);
+  for (int32_t i = 0; t && i < s->nparams; ++i) {
+    const dlx_sig_type *ty = &s->params[i].type;
+    PyObject *def = k->info.defaults[i] ? k->info.defaults[i] : Py_Ellipsis;
+    PyObject *parts = type_parts(s, ty), *e = NULL;
+    if (parts)
+      e = Py_BuildValue("(OsOOOOO)", k->info.param_names[i], kind_names[ty->kind],
+                        ty->optional ? Py_True : Py_False, def, PyTuple_GET_ITEM(parts, 0),
+                        PyTuple_GET_ITEM(parts, 1), PyTuple_GET_ITEM(parts, 2));
+    Py_XDECREF(parts);
+    if (!e) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, i, e);
+  }
+  return t;
+}
+
+static PyObject *symbol_or_none(const dlx_sig *s, int32_t sym) {
+  if (sym < 0) Py_RETURN_NONE;
+  return PyUnicode_FromString(dlx_sig_str(s, s->symbols[sym]));
+}
+
+static PyObject *pos_tuple(dlx_derive_pos p) {
+  return Py_BuildValue("(iiO)", (int)p.param, (int)p.dim, p.from_back ? Py_True : Py_False);
+}
+
+/* (results, equalities), None undeclared; ValueError(why) when not derivable.
+ * results: ((dtype name | parameter index, (dim, ...)), ...) with each dim ("fixed", n) |
+ * ("dim", param, d, from_back, symbol) | ("batch", param) | ("fresh", symbol or None);
+ * equalities: ((symbol, (param, d, from_back), (param, d, from_back)), ...). */
+static PyObject *kernel_get_derived(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan) Py_RETURN_NONE;
+  const dlx_sig *s = k->plan;
+  dlx_derived *d = PyMem_Malloc(sizeof *d); /* ~20 KB: not on the stack */
+  if (!d) return PyErr_NoMemory();
+  char why[256];
+  if (dlx_derive_results(s, d, why, sizeof why)) {
+    PyMem_Free(d);
+    return PyErr_Format(PyExc_ValueError, "%s(): %s", k->info.name, why);
+  }
+  PyObject *results = PyTuple_New(d->nresults), *eqs = NULL;
+  for (int32_t r = 0; results && r < d->nresults; ++r) {
+    const dlx_derived_result *res = &d->results[r];
+    PyObject *dims = PyTuple_New(res->ndims), *dtype;
+    for (int32_t j = 0; dims && j < res->ndims; ++j) {
+      const dlx_derived_dim *x = &d->dims[res->dim0 + j];
+      PyObject *v = NULL;
+      switch (x->kind) {
+        case DLX_DERIVE_FIXED: v = Py_BuildValue("(sL)", "fixed", (long long)x->extent); break;
+        case DLX_DERIVE_DIM:
+          v = Py_BuildValue("(siiON)", "dim", (int)x->at.param, (int)x->at.dim,
+                            x->at.from_back ? Py_True : Py_False, symbol_or_none(s, x->sym));
+          break;
+        case DLX_DERIVE_BATCH: v = Py_BuildValue("(si)", "batch", (int)x->at.param); break;
+        default: v = Py_BuildValue("(sN)", "fresh", symbol_or_none(s, x->sym));
+      }
+      if (!v) Py_CLEAR(dims);
+      else PyTuple_SET_ITEM(dims, j, v);
+    }
+    if (res->dtype_param >= 0) {
+      dtype = PyLong_FromLong(res->dtype_param);
+    } else {
+      char name[64];
+      dlx_sig_dtype_name(res->dtype, name, sizeof name);
+      dtype = PyUnicode_FromString(name);
+    }
+    PyObject *e = dims && dtype ? Py_BuildValue("(OO)", dtype, dims) : NULL;
+    Py_XDECREF(dims);
+    Py_XDECREF(dtype);
+    if (!e) Py_CLEAR(results);
+    else PyTuple_SET_ITEM(results, r, e);
+  }
+  if (results) eqs = PyTuple_New(d->neqs);
+  for (int32_t j = 0; eqs && j < d->neqs; ++j) {
+    const dlx_derived_eq *q = &d->eqs[j];
+    PyObject *e = Py_BuildValue("(NNN)", symbol_or_none(s, q->sym), pos_tuple(q->first),
+                                pos_tuple(q->other));
+    if (!e) Py_CLEAR(eqs);
+    else PyTuple_SET_ITEM(eqs, j, e);
+  }
+  PyMem_Free(d);
+  if (!eqs) {
+    Py_XDECREF(results);
+    return NULL;
+  }
+  return Py_BuildValue("(NN)", results, eqs);
+}
+
+/* The torch operator schema "name(Tensor x, ...) -> Tensor"; None undeclared; ValueError(why)
+ * when torch cannot express the declaration. */
+static PyObject *kernel_get_schema(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan) Py_RETURN_NONE;
+  char buf[3 * DLX_SIG_MAX_LEN], why[256];
+  if (dlx_derive_schema(k->plan, k->info.name, buf, sizeof buf, why, sizeof why))
+    return PyErr_Format(PyExc_ValueError, "%s(): %s", k->info.name, why);
+  return PyUnicode_FromString(buf);
+}
+
 static PyObject *kernel_get_nogil(PyObject *self, void *closure) {
   (void)closure;
   KernelObject *k = (KernelObject *)self;
@@ -193,6 +360,9 @@ static PyGetSetDef kernel_getset[] = {
     {"_params", kernel_get_params, NULL, NULL, NULL},
     {"_results", kernel_get_results, NULL, NULL, NULL},
     {"_nogil", kernel_get_nogil, NULL, NULL, NULL},
+    {"_plan", kernel_get_plan, NULL, NULL, NULL},
+    {"_derived", kernel_get_derived, NULL, NULL, NULL},
+    {"_schema", kernel_get_schema, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 /* A descriptor that binds nothing (as a builtin function): inspect.isroutine(kernel) is
