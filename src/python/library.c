@@ -30,6 +30,7 @@
 #include "dlx_cache_dir.h"
 #include "dlx_core.h"
 #include "dlx_derive.h"
+#include "dlx_invoke.h"
 
 typedef struct {
   PyObject_HEAD
@@ -348,8 +349,39 @@ static PyObject *kernel_reduce(PyObject *self, PyObject *unused) {
   return r;
 }
 
-static PyMethodDef kernel_methods[] = {{"__reduce__", kernel_reduce, METH_NOARGS, NULL},
-                                       {NULL, NULL, 0, NULL}};
+/* kernel._handle(): capsule "dlx.kernel_handle" of (fn, plan, name) for glue libraries;
+ * it holds a reference to the kernel, which owns the plan and the name. */
+static void handle_free(PyObject *cap) {
+  void *h = PyCapsule_GetPointer(cap, DLX_KERNEL_HANDLE_CAPSULE);
+  PyObject *kernel = PyCapsule_GetContext(cap);
+  PyMem_Free(h);
+  Py_XDECREF(kernel);
+}
+
+static PyObject *kernel_handle(PyObject *self, PyObject *unused) {
+  (void)unused;
+  KernelObject *k = (KernelObject *)self;
+  dlx_kernel_handle *h = PyMem_Malloc(sizeof *h);
+  if (!h) return PyErr_NoMemory();
+  *h = (dlx_kernel_handle){.fn = k->info.fn, .plan = k->plan, .name = k->info.name};
+  PyObject *cap = PyCapsule_New(h, DLX_KERNEL_HANDLE_CAPSULE, handle_free);
+  if (!cap) {
+    PyMem_Free(h);
+    return NULL;
+  }
+  if (PyCapsule_SetContext(cap, Py_NewRef(self))) {
+    Py_DECREF(self);
+    Py_DECREF(cap);
+    return NULL;
+  }
+  return cap;
+}
+
+static PyMethodDef kernel_methods[] = {
+    {"__reduce__", kernel_reduce, METH_NOARGS, NULL},
+    {"_handle", kernel_handle, METH_NOARGS,
+     "capsule 'dlx.kernel_handle' of the kernel's (fn, plan, name), keeping the kernel alive"},
+    {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef kernel_getset[] = {
     {"__name__", kernel_get_name, NULL, NULL, NULL},

@@ -4,6 +4,8 @@
  */
 #include "dlx_py.h"
 
+#include "dlx_invoke.h"
+
 static void release_context(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext(capsule)); }
 
 static PyObject *exchange_api(PyObject *self, PyObject *arg) {
@@ -63,7 +65,16 @@ static PyObject *stats(PyObject *self, PyObject *unused) {
                        dlx_stream_pending);
 }
 
+/* The C call path for glue libraries (dlx_invoke.h): a capsule of a static struct. */
+static PyObject *invoke_api(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyCapsule_New((void *)&dlx_invoke_api_v1, DLX_INVOKE_API_CAPSULE, NULL);
+}
+
 static PyMethodDef methods[] = {
+    {"_invoke_api", invoke_api, METH_NOARGS,
+     "capsule 'dlx.invoke_api': dlx_invoke_run for glue libraries (XLA handler, torch ops)"},
     {"load", dlx_load, METH_O, "load(path) -> Library: load a shared library of dlx kernels"},
     {"exchange_api", exchange_api, METH_O,
      "exchange_api(type_or_obj) -> capsule or None: the exchange table dlx uses for it"},

@@ -1,0 +1,254 @@
+/*
+ * dlx_invoke.c - a kernel call without Python (see dlx_invoke.h). Everything lives on the
+ * caller's stack: the call state, the size symbols' bindings, the floats made of ints.
+ */
+#include "dlx_invoke.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define FSCRATCH 512 /* doubles for dlx_arg_floats of ints arguments, all of one call */
+
+typedef struct invoke_state {
+  dlx_call pub; /* first: the kernel's dlx_call * is the state's address */
+  dlx_invoke *inv;
+  int failed;
+  int32_t max_results;
+  int32_t fused; /* doubles of fscratch in use */
+  dlx_sig_bindings binds;
+  const double *as_floats[DLX_SIG_MAX_PARAMS];
+  double fscratch[FSCRATCH];
+} invoke_state;
+
+/* The first error is the cause: later ones are dropped. */
+static int vfail(invoke_state *st, const char *kind, const char *fmt, va_list ap) {
+  if (st->failed) return -1;
+  st->failed = 1;
+  dlx_invoke *inv = st->inv;
+  snprintf(inv->error_kind, sizeof inv->error_kind, "%s", kind ? kind : "RuntimeError");
+  char msg[sizeof inv->error];
+  vsnprintf(msg, sizeof msg, fmt ? fmt : "(no message)", ap);
+  size_t n = strlen(inv->name);
+  if (strncmp(msg, inv->name, n) == 0 && strncmp(msg + n, "(): ", 4) == 0)
+    snprintf(inv->error, sizeof inv->error, "%s", msg); /* the kernel named itself */
+  else
+    snprintf(inv->error, sizeof inv->error, "%s(): %s", inv->name, msg);
+  return -1;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(invoke_state *st, const char *kind,
+                                                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(st, kind, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int rt_verror(dlx_call *call, const char *kind, const char *fmt, va_list ap) {
+  return vfail((invoke_state *)call, kind, fmt, ap);
+}
+
+static int scalar_result(dlx_call *call, const char *what) {
+  return fail((invoke_state *)call, "TypeError",
+              "%s: a traced or compiled call takes tensor results only", what);
+}
+
+static int rt_return_int(dlx_call *call, int64_t value) {
+  (void)value;
+  return scalar_result(call, "dlx_return_int");
+}
+
+static int rt_return_float(dlx_call *call, double value) {
+  (void)value;
+  return scalar_result(call, "dlx_return_float");
+}
+
+static int same_shape(const DLTensor *t, int32_t ndim, const int64_t *shape) {
+  if (t->ndim != ndim) return 0;
+  for (int32_t d = 0; d < ndim; ++d)
+    if (t->shape[d] != shape[d]) return 0;
+  return 1;
+}
+
+static void shape_text(int32_t ndim, const int64_t *shape, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "(");
+  for (int32_t d = 0; d < ndim && n < len; ++d)
+    n += (size_t)snprintf(buf + n, len - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (n < len) snprintf(buf + n, len - n, ndim == 1 ? ",)" : ")");
+}
+
+static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
+                                const int64_t *shape, DLDataType dtype, DLTensor **out) {
+  invoke_state *st = (invoke_state *)call;
+  dlx_invoke *inv = st->inv;
+  if (st->failed) return -1;
+  if (ndim < 0 || ndim > DLX_SIG_MAX_TENSOR_DIMS || (ndim && !shape))
+    return fail(st, "ValueError", "dlx_return_new_tensor: invalid ndim %d", (int)ndim);
+  int32_t i = inv->produced;
+  if (i >= st->max_results)
+    return fail(st, "RuntimeError", "returned more than the %d result(s) %s", (int)st->max_results,
+                inv->plan ? "its signature declares" : "the caller provides");
+  if (inv->out) {
+    DLTensor *t = inv->out[i];
+    if (!same_shape(t, ndim, shape) || memcmp(&t->dtype, &dtype, sizeof dtype) != 0 ||
+        t->device.device_type != device.device_type || t->device.device_id != device.device_id) {
+      char want[256], got[256], wd[32], gd[32];
+      shape_text(t->ndim, t->shape, want, sizeof want);
+      shape_text(ndim, shape, got, sizeof got);
+      dlx_sig_dtype_name(t->dtype, wd, sizeof wd);
+      dlx_sig_dtype_name(dtype, gd, sizeof gd);
+      return fail(st, "ValueError",
+                  "result %d: the kernel made %s %s on device %d:%d where the declaration gives "
+                  "%s %s on device %d:%d",
+                  (int)i, gd, got, (int)device.device_type, (int)device.device_id, wd, want,
+                  (int)t->device.device_type, (int)t->device.device_id);
+    }
+    *out = t;
+  } else if (inv->allocate) {
+    DLTensor *t = NULL;
+    if (inv->allocate(inv->allocate_ctx, i, device, ndim, shape, dtype, &t) || !t)
+      return fail(st, "MemoryError", "result %d: the caller's allocator failed", (int)i);
+    *out = t;
+  } else {
+    return fail(st, "RuntimeError", "result %d: the caller takes no results", (int)i);
+  }
+  inv->produced = i + 1;
+  return 0;
+}
+
+static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
+  invoke_state *st = (invoke_state *)call;
+  const dlx_sig *sig = st->inv->plan;
+  int32_t k = sig && symbol ? dlx_sig_symbol_index(sig, symbol) : -1;
+  if (k < 0)
+    return fail(st, "ValueError", "dlx_size: '%s' is not a size symbol of its signature",
+                symbol ? symbol : "(null)");
+  if (st->binds.value[k] < 0)
+    return fail(st, "ValueError",
+                "dlx_size: size symbol '%s' is not bound in this call (no tensor given has it)",
+                symbol);
+  *out = st->binds.value[k];
+  return 0;
+}
+
+static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_t *n) {
+  invoke_state *st = (invoke_state *)call;
+  if (i < 0 || i >= call->num_args || call->args[i].kind != DLX_ARG_INTS)
+    return fail(st, "TypeError", "argument %d: expected a tuple or list of floats", (int)i);
+  int64_t len = call->args[i].value.seq->len;
+  if (!st->as_floats[i]) {
+    if (len > FSCRATCH - st->fused)
+      return fail(st, "ValueError", "argument %d: %lld ints are more than a traced call converts "
+                  "to floats (%d in all)", (int)i, (long long)len, FSCRATCH);
+    double *f = st->fscratch + st->fused;
+    const int64_t *iv = call->args[i].value.seq->data;
+    for (int64_t j = 0; j < len; ++j) f[j] = (double)iv[j];
+    st->fused += (int32_t)len;
+    st->as_floats[i] = f;
+  }
+  *v = st->as_floats[i];
+  *n = (int32_t)len;
+  return 0;
+}
+
+static const dlx_runtime invoke_runtime = {
+    .abi_version = DLX_ABI_VERSION,
+    .size = sizeof(dlx_runtime),
+    .verror = rt_verror,
+    .return_int = rt_return_int,
+    .return_float = rt_return_float,
+    .return_new_tensor = rt_return_new_tensor,
+    .symbol_size = rt_size,
+    .ints_as_floats = rt_ints_as_floats,
+};
+
+static const char *const kind_names[] = {"None", "int", "bool", "float", "tensor",
+                                         "str", "ints", "floats"};
+
+/* The arguments against the plan: kinds, then each tensor's check (binding symbols). */
+static int check_args(invoke_state *st) {
+  dlx_invoke *inv = st->inv;
+  const dlx_sig *s = inv->plan;
+  if (inv->nargs != s->nparams)
+    return fail(st, "TypeError", "takes %d argument(s), %d given", (int)s->nparams,
+                (int)inv->nargs);
+  dlx_sig_bindings_init(&st->binds, s);
+  for (int32_t i = 0; i < s->nparams; ++i) {
+    const dlx_sig_type *ty = &s->params[i].type;
+    const dlx_arg *a = &inv->args[i];
+    const char *pname = dlx_sig_param_name(s, i);
+    if (a->kind == DLX_ARG_NONE) {
+      if (!ty->optional) return fail(st, "TypeError", "'%s' must not be None", pname);
+      continue;
+    }
+    int want = ty->kind == DLX_SIG_TENSOR ? DLX_ARG_TENSOR
+               : ty->kind == DLX_SIG_INT  ? DLX_ARG_INT
+               : ty->kind == DLX_SIG_FLOAT ? DLX_ARG_FLOAT
+               : ty->kind == DLX_SIG_BOOL ? DLX_ARG_BOOL
+               : ty->kind == DLX_SIG_STR  ? DLX_ARG_STR
+               : ty->kind == DLX_SIG_INTS ? DLX_ARG_INTS
+                                          : DLX_ARG_FLOATS;
+    int ok = a->kind == want || (want == DLX_ARG_FLOAT && a->kind == DLX_ARG_INT) ||
+             (want == DLX_ARG_FLOATS && a->kind == DLX_ARG_INTS);
+    if (!ok) {
+      int k = a->kind >= 0 && a->kind <= DLX_ARG_FLOATS ? a->kind : 0;
+      return fail(st, "TypeError", "'%s' must be %s, got %s", pname,
+                  kind_names[want], a->kind == k ? kind_names[k] : "an unknown kind");
+    }
+    if (want != DLX_ARG_TENSOR) continue;
+    if (!a->value.tensor) return fail(st, "TypeError", "'%s': a NULL tensor", pname);
+    dlx_sig_fault fault;
+    if (dlx_sig_check_type(s, ty, i, a->value.tensor, a->readonly, &st->binds, &fault)) {
+      char msg[512];
+      dlx_sig_fault_message(s, i, a->value.tensor, &st->binds, &fault, msg, sizeof msg);
+      return fail(st, fault.code == DLX_FAULT_DTYPE ? "TypeError" : "ValueError", "%s", msg);
+    }
+  }
+  return 0;
+}
+
+int dlx_invoke_run(dlx_invoke *inv) {
+  invoke_state st;
+  st.pub = (dlx_call){.rt = &invoke_runtime, .args = inv->args, .num_args = inv->nargs,
+                      .device = inv->device, .stream = inv->stream};
+  st.inv = inv;
+  st.failed = 0;
+  st.fused = 0;
+  inv->produced = 0;
+  inv->error_kind[0] = inv->error[0] = '\0';
+  if (!inv->name) inv->name = "kernel";
+  if (!inv->fn) return fail(&st, "RuntimeError", "no kernel function");
+  if (inv->nargs < 0 || inv->nargs > DLX_SIG_MAX_PARAMS || (inv->nargs && !inv->args))
+    return fail(&st, "TypeError", "%d arguments: out of range", (int)inv->nargs);
+  if (inv->nout < 0 || inv->nout > DLX_SIG_MAX_RESULTS || (inv->nout && !inv->out && !inv->allocate))
+    return fail(&st, "RuntimeError", "%d results without a place for them", (int)inv->nout);
+  for (int32_t i = 0; i < inv->nargs; ++i) st.as_floats[i] = NULL;
+  if (inv->plan) {
+    st.max_results = inv->plan->nresults;
+    if (inv->out && inv->nout != inv->plan->nresults)
+      return fail(&st, "RuntimeError", "the caller provides %d result(s) where the signature "
+                  "declares %d", (int)inv->nout, (int)inv->plan->nresults);
+    if (check_args(&st)) return -1;
+  } else {
+    st.max_results = inv->out ? inv->nout : DLX_SIG_MAX_RESULTS;
+  }
+  int rc = inv->fn(&st.pub);
+  if (rc != 0 || st.failed) {
+    if (!st.failed)
+      fail(&st, "RuntimeError", "the kernel failed (returned %d) without setting an error", rc);
+    return -1;
+  }
+  int32_t want = inv->plan ? inv->plan->nresults : inv->nout;
+  if ((inv->plan || inv->out) && inv->produced != want)
+    return fail(&st, "RuntimeError", "returned %d of the %d result(s) %s", (int)inv->produced,
+                (int)want, inv->plan ? "its signature declares" : "the caller provides");
+  return 0;
+}
+
+const dlx_invoke_api dlx_invoke_api_v1 = {
+    .version = DLX_INVOKE_API_VERSION,
+    .size = sizeof(dlx_invoke_api),
+    .run = dlx_invoke_run,
+};
