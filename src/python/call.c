@@ -836,6 +836,60 @@ static __attribute__((noinline, cold)) PyObject *device_refused(call_state *st, 
   return release_all(st, NULL);
 }
 
+/* An argument could not be converted, and the call has failed (cold): a tracer (a JAX
+ * tracer under jax.jit, a torch fake tensor) may be why. dlx._trace.dispatch decides: a
+ * handler that claims the call gives its result (or its own error, the conversion error as
+ * its __cause__); NotImplemented leaves the original error unchanged. A signed kernel's
+ * arguments come bound, in declared order, defaults filled (what the loop holds anyway:
+ * passing the caller's keywords kept three more registers live, ~6 Ir a call). */
+static __attribute__((noinline, cold)) PyObject *traced_or_raise(const dlx_kernel_info *k,
+                                                                 PyObject *const *args,
+                                                                 Py_ssize_t nargs,
+                                                                 PyObject *kwnames) {
+  if (!k->self || !PyErr_Occurred()) return NULL;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject *mod = PyImport_ImportModule("dlx._trace");
+  PyObject *pos = mod ? PyTuple_New(nargs) : NULL;
+  PyObject *kw = pos ? PyDict_New() : NULL;
+  PyObject *r = NULL;
+  if (kw) {
+    for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(pos, i, Py_NewRef(args[i]));
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int bad = 0;
+    for (Py_ssize_t j = 0; j < nkw && !bad; ++j)
+      bad = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, j), args[nargs + j]) != 0;
+    if (!bad) r = PyObject_CallMethod(mod, "dispatch", "OOO", k->self, pos, kw);
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(pos);
+  Py_XDECREF(kw);
+  if (r == Py_NotImplemented) {
+    Py_DECREF(r);
+    PyErr_Restore(et, ev, tb);
+    return NULL;
+  }
+  if (!r) { /* the handler's error, caused by the conversion's */
+    PyObject *nt, *nv, *ntb;
+    PyErr_Fetch(&nt, &nv, &ntb);
+    PyErr_NormalizeException(&nt, &nv, &ntb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (nv && ev) {
+      if (tb) PyException_SetTraceback(ev, tb);
+      PyException_SetCause(nv, Py_NewRef(ev));
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    PyErr_Restore(nt, nv, ntb);
+    return NULL;
+  }
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+  return r;
+}
+
 /* A tensor on a device: the call's device is the first one's; another device is refused.
  * -1 with the error (arguments up to `i` are converted). Cold next to CPU tensors. */
 static __attribute__((noinline)) int on_device(call_state *st, int32_t i, int32_t *device_arg) {
@@ -972,7 +1026,10 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
     int rc = convert_object(&st, i, obj, tp, &np);
     if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
-      if (rc < 0) return convert_failed(&st, i, obj);
+      if (rc < 0) {
+        convert_failed(&st, i, obj);
+        return traced_or_raise(k, args, nargs, NULL);
+      }
       st.flags |= rc;
       if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
     }
@@ -1020,7 +1077,10 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         a->value.f = PyFloat_AS_DOUBLE(obj);
         continue;
       }
-      if (convert_other(k, i, obj, a, slot)) return param_refused(&st, i); /* holds nothing */
+      if (convert_other(k, i, obj, a, slot)) { /* holds nothing */
+        param_refused(&st, i);
+        return traced_or_raise(k, objs, np, NULL);
+      }
       if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st.owners[st.nowners++] = i;
       continue;
     }
@@ -1031,7 +1091,10 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         return param_refused(&st, i);
       continue;
     }
-    if (rc < 0) return convert_failed(&st, i, obj);
+    if (rc < 0) {
+      convert_failed(&st, i, obj);
+      return traced_or_raise(k, objs, np, NULL);
+    }
     st.flags |= rc;
     if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
     /* A deferred producer is checked once exported (finish_streams). The full check also
@@ -1040,8 +1103,10 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         __builtin_expect(a->kind != DLX_ARG_TENSOR ||
                              dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds),
                          0) &&
-        check_declared(k, i, obj, a, slot, &binds))
-      return param_refused(&st, i);
+        check_declared(k, i, obj, a, slot, &binds)) {
+      param_refused(&st, i);
+      return traced_or_raise(k, objs, np, NULL);
+    }
     if (tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
   }
   return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);

@@ -237,6 +237,7 @@ typedef struct dlx_kernel_info {
   PyObject **param_names; /* sig->nparams interned names */
   PyObject **defaults;    /* sig->nparams default values, NULL where required */
   const dlx_sig_quick *quick; /* sig->nparams quick checks (dlx_sig_quick_plan) */
+  PyObject *self;         /* the dlx.Kernel holding this (borrowed), for dlx._trace */
 } dlx_kernel_info;
 
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,

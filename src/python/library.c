@@ -564,6 +564,7 @@ static void collect(void *vctx, const char *sym) {
   k->vectorcall = kernel_vectorcall;
   k->info.fn = r->fn;
   k->info.name = r->name;
+  k->info.self = (PyObject *)k;
   k->path = Py_NewRef(c->path);
   /* The record's signature field exists from ABI 1.1 on. */
   const char *sig = DLX_ABI_MINOR(r->abi_version) >= 1 ? r->signature : NULL;
