@@ -125,11 +125,31 @@ def _build(torch, lib, namespace):
         torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
         library.impl(name, _python_impl_for(k), "CompositeExplicitAutograd")
         ops[name] = getattr(getattr(torch.ops, namespace), name)
+    keep["implementation"] = _native_impls(kernels, namespace, keep)
     for name, k in kernels.items():
         _ops_of[k] = ops[name]
         _trace_in_dynamo(torch, k, ops[name])
     _claim_traced_calls(torch)
     return Registration(lib, namespace, ops, skipped, keep)
+
+
+def _native_impls(kernels, namespace, keep):
+    """Implement the operators for CPU, CUDA/ROCm and PrivateUse1 in C++ (the torch addon,
+    built once per torch through dlx's build cache), so a call never enters Python. Where
+    the addon cannot be built the Python implementation serves; says which, and why."""
+    from . import _core
+    from . import torch as dlx_torch
+
+    try:
+        dlx_torch.ensure_addon(dlx_torch.backend())
+    except Exception as e:  # no compiler, no torch headers: the Python implementation
+        return f"python (torch addon unavailable: {type(e).__name__}: {e})"
+    handles = keep.setdefault("handles", [])
+    for name, k in kernels.items():
+        handle = k._handle()  # keeps the kernel (its function, plan, name) alive
+        _core.addon_register_op(namespace, name, handle, len(k._derived[0]))
+        handles.append(handle)
+    return "addon"
 
 
 def _first_tensor(bound, plan):
