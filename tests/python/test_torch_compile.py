@@ -65,6 +65,7 @@ def test_registration(lib, reg):
     assert set(reg.ops) == {"scale", "outer", "minmax", "kinds", "positives", "add3", "square",
                             "square_grad", "topk_like"}
     assert reg.ops["outer"] is torch.ops.dlx_test_ops.outer
+    assert reg.implementation == "addon"  # C++: a call never enters Python
     assert "declare a signature" in reg.skipped["raw"]
     assert reg.skipped["count"].startswith("result 0 is a scalar")
     assert "'out' is an optional mut tensor" in reg.skipped["maybe_out"]
