@@ -144,12 +144,33 @@ def _native_impls(kernels, namespace, keep):
         dlx_torch.ensure_addon(dlx_torch.backend())
     except Exception as e:  # no compiler, no torch headers: the Python implementation
         return f"python (torch addon unavailable: {type(e).__name__}: {e})"
+    _prefer_addon_table(dlx_torch)
     handles = keep.setdefault("handles", [])
     for name, k in kernels.items():
         handle = k._handle()  # keeps the kernel (its function, plan, name) alive
         _core.addon_register_op(namespace, name, handle, len(k._derived[0]))
         handles.append(handle)
     return "addon"
+
+
+ADDON_TABLE_ORIGIN = "dlx.torch.register built the addon for its operators"
+
+
+def _prefer_addon_table(dlx_torch):
+    """The addon is built and loaded for the operators anyway: where no table is in force
+    yet and nothing chose one (DLX_TORCH_TABLE unset), dlx's own table goes in force for
+    direct calls too. It converts a torch tensor in 141 instructions against torch 2.13's
+    624 (make bench-ir); 3 tensors: ~840 -> ~290 ns a call (bench/bench_torch_ops.py).
+    A table already in force stays (it is chosen once per process)."""
+    import os
+
+    if (dlx_torch.installed() is not None or os.environ.get("DLX_TORCH_TABLE")
+            or os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1"):
+        return
+    dlx_torch.install(prefer="addon")
+    choice = dlx_torch.choice()
+    if choice is not None:
+        dlx_torch._choice = choice._replace(origin=ADDON_TABLE_ORIGIN)
 
 
 def _first_tensor(bound, plan):

@@ -8,7 +8,7 @@ compiles few times. The registration is process-wide, shared by the module."""
 import numpy as np
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, run_python
 
 torch = pytest.importorskip("torch")
 
@@ -63,7 +63,7 @@ def test_registration(lib, reg):
     import dlx.torch
 
     assert set(reg.ops) == {"scale", "outer", "minmax", "kinds", "positives", "add3", "square",
-                            "square_grad", "topk_like"}
+                            "square_grad", "topk_like", "stream_into"}
     assert reg.ops["outer"] is torch.ops.dlx_test_ops.outer
     assert reg.implementation == "addon"  # C++: a call never enters Python
     assert "declare a signature" in reg.skipped["raw"]
@@ -160,6 +160,7 @@ SAMPLES = {
     "add3": ((torch.rand(3), torch.rand(3), torch.rand(3)), {}),
     "square": ((torch.rand(2, 3, dtype=torch.float64),), {}),
     "square_grad": ((torch.rand(2, 3), torch.rand(2, 3)), {}),
+    "stream_into": ((torch.rand(2), torch.zeros(1, dtype=torch.int64)), {}),
 }
 
 
@@ -197,6 +198,25 @@ def test_export_keeps_the_operator(lib, reg, strict):
     assert torch.ops.dlx_test_ops.minmax.default in targets
     x, y = torch.rand(3), torch.rand(2)
     assert torch.equal(ep.module()(x, y), M()(x, y))
+
+
+@needs_new
+@pytest.mark.parametrize("env", [{}, {"DLX_TORCH_TABLE": "native"}])
+def test_register_puts_the_addon_table_in_force(env):
+    """The addon is built for the operators anyway: before any call chose a table, and with
+    DLX_TORCH_TABLE unset, its table serves direct calls too; a choice made stays."""
+    r = run_python(f"""
+import torch, dlx, dlx.torch as dt
+lib = dlx.load({str(BUILD / "kernels" / "compile_kernels.so")!r})
+dt.register(lib, "table_ops")
+x = torch.zeros(2)
+lib.scale(x)
+print(dt.installed().source, dt.choice().origin)
+""", env=env)
+    if env:
+        assert r.stdout.split()[:2] == ["native", "DLX_TORCH_TABLE=native"]
+    else:
+        assert r.stdout.strip() == "addon dlx.torch.register built the addon for its operators"
 
 
 @pytest.mark.skipif(NEW_TORCH, reason="torch >= 2.5 registers")
