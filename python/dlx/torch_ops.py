@@ -123,9 +123,11 @@ def _build(torch, lib, namespace):
     for name, k in kernels.items():
         qual = f"{namespace}::{name}"
         torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
-        library.impl(name, _python_impl_for(k), "CompositeExplicitAutograd")
         ops[name] = getattr(getattr(torch.ops, namespace), name)
     keep["implementation"] = _native_impls(kernels, namespace, keep)
+    if keep["implementation"] != "addon":  # every device through Python, slower but there
+        for name, k in kernels.items():
+            library.impl(name, _python_impl_for(k), "CompositeExplicitAutograd")
     for name, k in kernels.items():
         _ops_of[k] = ops[name]
         _trace_in_dynamo(torch, k, ops[name])
