@@ -219,6 +219,31 @@ print(dt.installed().source, dt.choice().origin)
         assert r.stdout.strip() == "addon dlx.torch.register built the addon for its operators"
 
 
+@needs_new
+def test_python_implementation_where_the_addon_cannot_be_built():
+    r = run_python(f"""
+import torch, dlx, dlx.torch as dt
+def no_addon(*args, **kwargs):
+    raise RuntimeError("no compiler here")
+dt.ensure_addon = no_addon
+lib = dlx.load({str(BUILD / "kernels" / "compile_kernels.so")!r})
+reg = dt.register(lib, "py_ops")
+print(reg.implementation)
+x = torch.arange(3.0)
+print(torch.ops.py_ops.outer(x, x[:2]).tolist())
+try:
+    torch.ops.py_ops.add3(x, x[:2], x)
+except ValueError as e:
+    print(e)
+print(dt.installed())
+""")
+    lines = r.stdout.splitlines()
+    assert lines[0] == "python (torch addon unavailable: RuntimeError: no compiler here)"
+    assert lines[1] == "[[0.0, 0.0], [0.0, 1.0], [0.0, 2.0]]"
+    assert lines[2] == "add3(): 'y' has n=2 where 'x' has n=3"
+    assert lines[3].startswith("Record(source='native'")  # no addon: torch's own table
+
+
 @pytest.mark.skipif(NEW_TORCH, reason="torch >= 2.5 registers")
 def test_old_torch_refuses(lib):
     import dlx.torch
