@@ -883,7 +883,11 @@ class OpKernel final : public c10::OperatorKernel {
       TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
     }
     Results results;
-    Invoke inv{};
+    Invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
+    inv.out = nullptr;
+    inv.nout = 0;
+    inv.produced = 0;
+    inv.error_kind[0] = inv.error[0] = '\0';
     inv.fn = kernel_->fn;
     inv.plan = kernel_->plan;
     inv.name = kernel_->name;
