@@ -218,7 +218,7 @@ def _operators_note(rec, torch, backend):
     return ("dlx.torch.register implements them in C++ in the addon "
             f"({'built' if built else 'built on first register, ~1 min'}); registering before "
             "the first call also puts the addon's table in force for direct calls: ~4x fewer "
-            "instructions per torch tensor (make bench-ir), 3 tensors ~840 -> ~290 ns a call; "
+            "instructions per torch tensor (make bench-ir), 3 tensors about 2x faster a call; "
             "DLX_TORCH_TABLE=addon asks for it always")
 
 
