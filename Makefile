@@ -87,6 +87,7 @@ bench: build build-venv newer
 	  DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(NEWER_VENV))) $(NEWER_RUN) -m dlx bench; fi
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_processes.py  # pickle, Dask
+	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_torch_ops.py  # torch operators (dlx.torch.register)
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
 # Debian's interpreter (torch 1.13 addon, numpy 1.24), the venv (torch 2.13, numpy 2, tvm-ffi)

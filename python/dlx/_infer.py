@@ -37,16 +37,17 @@ def bind(kernel, args, kwargs):
     return _binder(kernel)(*args, **kwargs)
 
 
-def _shape_text(shape):
-    return "[" + ", ".join(str(int(n)) if _is_int(n) else str(n) for n in shape) + "]"
-
-
-def _is_int(n):
+def _num(n):
+    """An extent for a message: its value where the tracer knows one (a torch SymInt's
+    hint; this is the error path, so pinning it to that value costs nothing)."""
     try:
-        int(n)
-        return True
+        return int(n)
     except Exception:  # a symbolic extent without a value
-        return False
+        return n
+
+
+def _shape_text(shape):
+    return "[" + ", ".join(str(_num(n)) for n in shape) + "]"
 
 
 def _extents(decl, shape):
@@ -98,12 +99,12 @@ def check(kernel, bound, *, shape, dtype):
             if isinstance(decl, int):
                 if n != decl:
                     raise ValueError(f"{name}(): '{pname}' must be {want}, got shape "
-                                     f"{_shape_text(shp)} (dimension {d} is {n})")
+                                     f"{_shape_text(shp)} (dimension {d} is {_num(n)})")
             elif decl not in values:
                 values[decl], owner[decl] = n, pname
             elif n != values[decl]:
-                raise ValueError(f"{name}(): '{pname}' has {decl}={n} where '{owner[decl]}' "
-                                 f"has {decl}={values[decl]}")
+                raise ValueError(f"{name}(): '{pname}' has {decl}={_num(n)} where "
+                                 f"'{owner[decl]}' has {decl}={_num(values[decl])}")
     return values
 
 

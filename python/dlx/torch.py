@@ -298,3 +298,13 @@ def _autosetup():
     except Exception as e:  # the call still works through __dlpack__
         warnings.warn(f"dlx: torch exchange table not installed ({type(e).__name__}: {e}); "
                       "torch tensors go through __dlpack__", RuntimeWarning, stacklevel=2)
+
+
+def register(lib, namespace):
+    """Register each declared kernel of `lib` as torch.ops.<namespace>.<name> (schema, fake
+    implementation, device implementations), so that `lib.NAME` works inside torch.compile
+    and torch.export; returns a Registration (.ops, .skipped). Needs torch 2.5 or newer.
+    See dlx.torch_ops and docs/torch.md."""
+    from .torch_ops import register as _register
+
+    return _register(lib, namespace)

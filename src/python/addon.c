@@ -18,6 +18,7 @@
 #include "dlx_cache_dir.h"
 #include "dlx_hint.h"
 #include "dlx_identity.h"
+#include "dlx_invoke.h"
 #include "dlx_seal.h"
 
 /* select_backend(platform, cuda_available, version_cuda_set, version_hip_set,
@@ -245,6 +246,34 @@ static const char *split_path(const char *path, char *folder, size_t n) {
  * what runs is what was checked. PermissionError: the folder is refused.
  * FileNotFoundError: no file there. ImportError: refused, corrupt, unloadable or
  * built for another identity: the caller rebuilds. */
+typedef int (*register_op_fn)(const char *ns, const char *name, const void *kernel,
+                              const void *invoke_api, int32_t nresults, char *why, size_t len);
+static register_op_fn g_register_op; /* from the last addon loaded that has one */
+
+/* addon_register_op(namespace, name, kernel handle capsule, nresults) -> None: the loaded
+ * addon implements torch.ops.<namespace>.<name> (already defined) with the kernel. The
+ * caller keeps the capsule alive as long as the process. RuntimeError when no addon with
+ * operators is loaded or torch refuses. */
+static PyObject *addon_register_op(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *ns, *name;
+  PyObject *cap;
+  int nresults;
+  if (!PyArg_ParseTuple(args, "ssOi", &ns, &name, &cap, &nresults)) return NULL;
+  const void *kernel = PyCapsule_GetPointer(cap, DLX_KERNEL_HANDLE_CAPSULE);
+  if (!kernel) return NULL;
+  if (!g_register_op) {
+    PyErr_SetString(PyExc_RuntimeError, "no loaded torch addon implements operators");
+    return NULL;
+  }
+  char why[1024] = "";
+  if (g_register_op(ns, name, kernel, &dlx_invoke_api_v1, nresults, why, sizeof why)) {
+    PyErr_Format(PyExc_RuntimeError, "cannot implement %s::%s: %s", ns, name, why);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
 static PyObject *load_addon(PyObject *self, PyObject *args) {
   (void)self;
   const char *path, *want;
@@ -290,6 +319,9 @@ static PyObject *load_addon(PyObject *self, PyObject *args) {
   void (*set_fallback)(int (*)(DLDeviceType, int32_t, void **)) =
       (void (*)(int (*)(DLDeviceType, int32_t, void **)))dlsym(h, "dlx_addon_set_stream_fallback");
   if (set_fallback) set_fallback(dlx_provider_current_stream);
+  /* The operators' implementation (dlx.torch.register), where the addon has it. */
+  register_op_fn reg = (register_op_fn)dlsym(h, "dlx_torch_register_op");
+  if (reg) g_register_op = reg;
   const DLPackExchangeAPI *api = table();
   if (!dlx_table_validate(api ? &api->header : NULL, path)) return NULL; /* never dlclose'd past here */
   return dlx_table_capsule(api);
@@ -335,6 +367,7 @@ static PyMethodDef addon_methods[] = {
     {"file_trusted", file_trusted, METH_O, NULL},
     {"file_inode", file_inode, METH_O, NULL},
     {"build_addon", build_addon, METH_VARARGS, NULL},
+    {"addon_register_op", addon_register_op, METH_VARARGS, NULL},
     {"missing_header", missing_header, METH_O, NULL},
     {"load_addon", load_addon, METH_VARARGS, NULL},
     {"device_rows", device_rows, METH_NOARGS, NULL},

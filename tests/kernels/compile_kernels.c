@@ -167,3 +167,12 @@ DLX_KERNEL(maybe_out, "x: f32[n], out: f32[n] mut? = None -> f32[n]") {
 }
 
 DLX_KERNEL(raw) { return dlx_num_args(call) ? 0 : 0; }
+
+/* Writes the stream it was given into `out` (the stand-in NPU's test: through
+ * torch.ops.<ns>.stream_into the stream must still be the device's current one). */
+DLX_KERNEL(stream_into, "x: tensor, out: i64[1] mut") {
+  DLTensor *out;
+  if (dlx_arg_tensor(call, 1, &out)) return -1;
+  *(int64_t *)((char *)out->data + out->byte_offset) = (int64_t)(intptr_t)dlx_call_stream(call);
+  return 0;
+}

@@ -350,3 +350,28 @@ def test_f_addon_on_request_replaces_the_overlay(addons):
     assert cxx1 - cxx0 == out["kernel_calls"]  # c10_npu::getCurrentNPUStream, compiled in
     assert provider1 == provider0 == 0  # no overlay, no runtime provider
     assert_tensor_checks(out["tensors"])
+
+
+@pytest.mark.skipif(torch is None or not hasattr(torch.library, "register_fake"),
+                    reason="dlx.torch.register needs torch 2.5 or newer")
+def test_registered_operator_gets_the_current_npu_stream(addons):
+    """torch.ops.<ns>.NAME (dlx.torch.register) runs the kernel from C++ on the device's
+    current stream, as a direct call does."""
+    out = scenario("""
+        import os, torch, torch_npu, dlx, dlx.torch
+        lib = dlx.load(os.path.join(os.environ["DLX_BUILD_DIR"], "kernels",
+                                    "compile_kernels.so"))
+        reg = dlx.torch.register(lib, "npu_ops")
+        x = torch.zeros(1, dtype=torch.int64, device="privateuseone")
+        seen = {}
+        torch.ops.npu_ops.stream_into(x, x)
+        seen["before"] = int(x.cpu()[0])
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            torch.ops.npu_ops.stream_into(x, x)
+            seen["inside"] = int(x.cpu()[0])
+        result(dict(seen, implementation=reg.implementation, s=s.npu_stream,
+                    default=torch.npu.default_stream().npu_stream))
+    """)
+    assert out["implementation"] == "addon"
+    assert out["before"] == out["default"] and out["inside"] == out["s"] != out["default"]

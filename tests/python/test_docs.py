@@ -97,6 +97,15 @@ def _expectations(code):
     return "\n".join(out) + "\n"
 
 
+def _torch_version():
+    """(major, minor) of this interpreter's torch, asked in a child (importing torch here
+    would slow every other test of the session)."""
+    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                       capture_output=True, text=True, timeout=300)
+    parts = r.stdout.strip().split("+")[0].split(".")[:2] if r.returncode == 0 else []
+    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in parts) or None
+
+
 def _compile_file(path, folder, env):
     import dlx
 
@@ -129,6 +138,12 @@ def test_doc_block(doc, line, action, args, text, doc_dirs):
     elif action == "python-syntax":
         compile(text, f"{doc.name}:{line}", "exec")
     elif action == "python":
+        for need in (a.split("=", 1)[1] for a in args if a.startswith("needs=torch-")):
+            want = tuple(int(p) for p in need.split("-", 1)[1].split("."))
+            torch_spec = __import__("importlib.util").util.find_spec("torch")
+            have = _torch_version() if torch_spec else None
+            if have is None or have < want:
+                pytest.skip(f"the example needs torch {need.split('-', 1)[1]} or newer")
         for module in ("torch", "numpy", "dask", "distributed", "jax"):
             if re.search(rf"^\s*import .*\b{module}\b", text, re.M) and \
                     __import__("importlib.util").util.find_spec(module) is None:

@@ -19,6 +19,7 @@
 // include guard. Nothing below includes it today; if a later torch header ever
 // did, the guard makes it a no-op instead of a clash of two layouts.
 #include "dlx/dlpack.h"
+#include "dlx/dlx.h"
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -66,6 +67,14 @@
 #define DLX_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||      \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+#if DLX_TORCH_AT_LEAST(2, 5)
+#include <torch/library.h>  // the operators' registration (below)
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+#endif
 
 namespace {
 
@@ -701,6 +710,220 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
   });
 }
 
+
+// ---- operators: dlx.torch.register's implementation ----------------------------------
+//
+// torch.ops.<ns>.<name> for a declared kernel, on CPU, CUDA/ROCm and PrivateUse1: a boxed
+// kernel that reads the dispatcher's stack (arguments in declared order, defaults filled),
+// describes each at::Tensor as a DLTensor in place (no allocation, no Python), runs the
+// kernel through dlx_invoke on torch's current stream for the device and allocates
+// results with at::empty. The GIL is neither needed nor taken (except by a stream
+// provider dlx registered for a device this build does not know).
+//
+// The layouts below are src/core/dlx_invoke.h's, version 1; dlx passes its api with
+// version and size, checked at registration.
+#if DLX_TORCH_AT_LEAST(2, 5)
+
+typedef int (*InvokeAlloc)(void *ctx, int32_t index, DLDevice dev, int32_t ndim,
+                           const int64_t *shape, DLDataType dtype, DLTensor **out);
+struct Invoke {
+  dlx_kernel_fn fn;
+  const void *plan;
+  const char *name;
+  dlx_arg *args;
+  int32_t nargs;
+  DLDevice device;
+  void *stream;
+  DLTensor **out;
+  int32_t nout;
+  InvokeAlloc allocate;
+  void *allocate_ctx;
+  int32_t produced;
+  char error_kind[64];
+  char error[1024];
+};
+struct KernelHandle {
+  dlx_kernel_fn fn;
+  const void *plan;
+  const char *name;
+};
+struct InvokeApi {
+  uint32_t version;
+  uint32_t size;
+  int (*run)(Invoke *inv);
+};
+
+constexpr int kMaxArgs = 64;     // DLX_SIG_MAX_PARAMS
+constexpr int kMaxResults = 16;  // DLX_SIG_MAX_RESULTS
+
+struct Results {
+  at::Tensor tensors[kMaxResults];
+  DLTensor views[kMaxResults];
+  const char *error = nullptr;  // an allocation's failure, for the message
+  std::string why;
+};
+
+void Describe(const at::Tensor &t, DLTensor *out) {
+  if (t.layout() != c10::kStrided)
+    TORCH_CHECK_TYPE(false, "only strided tensors reach a dlx kernel, not ", t.layout());
+  out->data = t.data_ptr();
+  out->device = ToDLDevice(t.device());
+  out->ndim = static_cast<int32_t>(t.dim());
+  out->dtype = ToDLDataType(t.scalar_type());
+  out->shape = const_cast<int64_t *>(t.sizes().data());
+  out->strides = const_cast<int64_t *>(t.strides().data());
+  out->byte_offset = 0;
+}
+
+int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const int64_t *shape,
+                   DLDataType dtype, DLTensor **out) {
+  auto *r = static_cast<Results *>(ctx);
+  if (index < 0 || index >= kMaxResults) return -1;
+  try {
+    r->tensors[index] = at::empty(c10::IntArrayRef(shape, ndim),
+                                  at::TensorOptions().dtype(ToScalarType(dtype)).device(ToTorchDevice(dev)));
+    Describe(r->tensors[index], &r->views[index]);
+    *out = &r->views[index];
+    return 0;
+  } catch (const std::exception &e) {
+    r->why = e.what();
+    return -1;
+  }
+}
+
+[[noreturn]] void Raise(const char *kind, const std::string &message) {
+  // The dispatcher's Python binding turns these c10 errors into these Python exceptions.
+  if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
+  if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
+  if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
+  if (std::strcmp(kind, "NotImplementedError") == 0) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  if (std::strcmp(kind, "MemoryError") == 0 || std::strcmp(kind, "RuntimeError") == 0)
+    TORCH_CHECK(false, message);
+  TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
+}
+
+class OpKernel final : public c10::OperatorKernel {
+ public:
+  OpKernel(const KernelHandle *kernel, const InvokeApi *api, int32_t nresults)
+      : kernel_(kernel), api_(api), nresults_(nresults) {}
+
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet, torch::jit::Stack *stack) {
+    const size_t nargs = op.schema().arguments().size();
+    TORCH_CHECK(nargs <= static_cast<size_t>(kMaxArgs), kernel_->name, "(): too many arguments");
+    dlx_arg args[kMaxArgs];
+    dlx_arg_seq seqs[kMaxArgs];
+    std::vector<std::vector<int64_t>> int_lists;
+    std::vector<std::vector<double>> float_lists;
+    DLTensor views[kMaxArgs];
+    auto values = torch::jit::last(*stack, nargs);
+    DLDevice device{kDLCPU, 0};
+    bool have_device = false;
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::IValue &v = values[i];
+      dlx_arg &a = args[i];
+      a.readonly = 0;
+      if (v.isTensor()) {
+        Describe(v.toTensor(), &views[i]);
+        a.kind = DLX_ARG_TENSOR;
+        a.value.tensor = &views[i];
+        if (!have_device && views[i].device.device_type != kDLCPU) {
+          device = views[i].device;
+          have_device = true;
+        }
+      } else if (v.isNone()) {
+        a.kind = DLX_ARG_NONE;
+      } else if (v.isBool()) {
+        a.kind = DLX_ARG_BOOL;
+        a.value.i = v.toBool();
+      } else if (v.isInt()) {
+        a.kind = DLX_ARG_INT;
+        a.value.i = v.toInt();
+      } else if (v.isSymInt()) {
+        a.kind = DLX_ARG_INT;
+        a.value.i = v.toSymInt().guard_int(__FILE__, __LINE__);
+      } else if (v.isDouble()) {
+        a.kind = DLX_ARG_FLOAT;
+        a.value.f = v.toDouble();
+      } else if (v.isString()) {
+        const auto &text = v.toStringRef();
+        seqs[i] = {text.c_str(), static_cast<int64_t>(text.size())};
+        a.kind = DLX_ARG_STR;
+        a.value.seq = &seqs[i];
+      } else if (v.isIntList() || v.isSymIntList()) {
+        int_lists.emplace_back();
+        for (const c10::IValue &e : v.toListRef())
+          int_lists.back().push_back(e.isSymInt() ? e.toSymInt().guard_int(__FILE__, __LINE__)
+                                                  : e.toInt());
+        seqs[i] = {int_lists.back().data(), static_cast<int64_t>(int_lists.back().size())};
+        a.kind = DLX_ARG_INTS;
+        a.value.seq = &seqs[i];
+      } else if (v.isDoubleList()) {
+        float_lists.emplace_back(v.toDoubleVector());
+        seqs[i] = {float_lists.back().data(), static_cast<int64_t>(float_lists.back().size())};
+        a.kind = DLX_ARG_FLOATS;
+        a.value.seq = &seqs[i];
+      } else {
+        TORCH_CHECK_TYPE(false, kernel_->name, "(): argument ", i, " is a ", v.tagKind(),
+                         ", which no dlx parameter takes");
+      }
+    }
+    // (a list vector that grew moved its elements, whose heap buffers stay put: seqs hold)
+    void *stream = nullptr;
+    if (have_device && CurrentWorkStream(static_cast<DLDeviceType>(device.device_type),
+                                         device.device_id, &stream) != 0) {
+      // only the provider fallback sets a Python error; take it (the GIL is held there)
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyObject *text = value ? PyObject_Str(value) : nullptr;
+      std::string message = text ? PyUnicode_AsUTF8(text) : "no current stream";
+      Py_XDECREF(text);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(tb);
+      TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
+    }
+    Results results;
+    Invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
+    inv.out = nullptr;
+    inv.nout = 0;
+    inv.produced = 0;
+    inv.error_kind[0] = inv.error[0] = '\0';
+    inv.fn = kernel_->fn;
+    inv.plan = kernel_->plan;
+    inv.name = kernel_->name;
+    inv.args = args;
+    inv.nargs = static_cast<int32_t>(nargs);
+    inv.device = device;
+    inv.stream = stream;
+    inv.allocate = AllocateResult;
+    inv.allocate_ctx = &results;
+    if (api_->run(&inv) != 0) {
+      std::string message = inv.error;
+      if (!results.why.empty()) message += " (" + results.why + ")";
+      Raise(inv.error_kind, message);
+    }
+    if (inv.produced != nresults_)
+      TORCH_CHECK(false, kernel_->name, "(): the kernel returned ", inv.produced, " result",
+                  inv.produced == 1 ? "" : "s", "; its declaration, and so the operator, has ",
+                  nresults_);
+    torch::jit::drop(*stack, nargs);
+    for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(std::move(results.tensors[r]));
+  }
+
+ private:
+  const KernelHandle *kernel_;
+  const InvokeApi *api_;
+  int32_t nresults_;
+};
+
+// Registrations live as long as the process, as the operators they implement.
+std::vector<std::unique_ptr<torch::Library>> &Libraries() {
+  static auto *libraries = new std::vector<std::unique_ptr<torch::Library>>();
+  return *libraries;
+}
+
+#endif  // DLX_TORCH_AT_LEAST(2, 5)
+
 const DLPackExchangeAPI kExchangeApi = {
     /*header=*/{/*version=*/{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, /*prev_api=*/nullptr},
     /*managed_tensor_allocator=*/ManagedTensorAllocator,
@@ -719,3 +942,37 @@ DLX_ADDON_EXPORT void dlx_addon_set_stream_fallback(int (*fn)(DLDeviceType, int3
 }
 
 DLX_ADDON_EXPORT const char *dlx_addon_identity(void) { return DLX_ADDON_IDENTITY; }
+
+// dlx.torch.register: implement torch.ops.<ns>.<name> (defined already, with its schema)
+// for the CPU, CUDA and PrivateUse1 dispatch keys with `kernel` (a dlx_kernel_handle that
+// the caller keeps alive for the process's life). 0, or -1 with the reason in `why`.
+DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, const void *kernel,
+                                           const void *invoke_api, int32_t nresults, char *why,
+                                           size_t whylen) {
+#if DLX_TORCH_AT_LEAST(2, 5)
+  const auto *api = static_cast<const InvokeApi *>(invoke_api);
+  if (api == nullptr || api->version != 1 || api->size < sizeof(InvokeApi)) {
+    std::snprintf(why, whylen, "dlx's invoke api is not version 1");
+    return -1;
+  }
+  return Guarded(
+      [&] {
+        for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA,
+                                     c10::DispatchKey::PrivateUse1}) {
+          auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__,
+                                                      __LINE__);
+          lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel>(
+                              static_cast<const KernelHandle *>(kernel), api, nresults)));
+          Libraries().push_back(std::move(lib));
+        }
+      },
+      [&](const char *, const char *message) {
+        std::snprintf(why, whylen, "%s", message ? message : "a Python error");
+        PyErr_Clear();
+      });
+#else
+  (void)ns, (void)name, (void)kernel, (void)invoke_api, (void)nresults;
+  std::snprintf(why, whylen, "torch operators need torch 2.5 or newer");
+  return -1;
+#endif
+}

@@ -1,0 +1,291 @@
+"""dlx.torch.register(lib, namespace): each declared kernel of a dlx.Library becomes the torch
+operator torch.ops.<namespace>.<name>, so that torch.compile, torch.export and autograd can
+hold it (interface.md, "Kernels inside torch.compile"; user guide docs/torch.md).
+
+- schema: derived in C from the declaration (kernel._schema, src/core/dlx_derive.c);
+- fake implementation: dlx._infer over the declaration (size symbols bound from the fake
+  inputs' shapes, symbolic under dynamic shapes; a symbol only in results is a
+  data-dependent size);
+- implementations: dlx's torch operators library (src/addons/torch/dlx_torch_ops.cc: at::
+  Tensors to DLTensors, dlx_invoke on torch's current stream, results from at::empty) when
+  it can be built, else a Python one that calls the kernel;
+- tracing: inside torch.compile, dynamo sees `lib.NAME` as a stand-in that calls the
+  operator (the substitute_in_graph mechanism, keyed by the kernel object); under
+  non-strict torch.export / make_fx, the kernel's C call path hands a call with fake or
+  functional tensors to the operator (dlx._trace). Outside tracing `lib.NAME` is untouched.
+
+Importing this module does not import torch.
+"""
+import keyword
+import threading
+
+from . import _infer
+
+MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dynamo polyfills
+
+_lock = threading.Lock()
+_registrations = {}  # namespace -> Registration
+_ops_of = {}  # kernel -> its operator (OpOverloadPacket), for the traced-call hook
+
+_NAMES = {  # torch dtype attribute -> the grammar's name
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
+    "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
+    "uint32": "u32", "uint64": "u64", "bool": "bool", "complex64": "c64", "complex128": "c128"}
+
+
+class Registration:
+    """What dlx.torch.register made: `.ops` (name -> torch.ops.<namespace>.<name>) and
+    `.skipped` (name -> why it is not an operator)."""
+
+    def __init__(self, lib, namespace, ops, skipped, keep):
+        self.lib = lib
+        self.namespace = namespace
+        self.ops = ops
+        self.skipped = skipped
+        self.implementation = keep.get("implementation", "python")
+        self._keep = keep  # the torch.library.Library and the C++ registrations' owners
+
+    def __repr__(self):
+        return (f"<dlx.torch.Registration {self.namespace!r} of {self.lib.path!r}: "
+                f"{len(self.ops)} operators, {len(self.skipped)} skipped>")
+
+
+def _torch_version(torch):
+    parts = []
+    for p in torch.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in p if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def register(lib, namespace):
+    """Register every declared kernel of `lib` as torch.ops.<namespace>.<name>; see the
+    module's doc. The same lib under the same namespace again returns the same
+    Registration; another library under a taken namespace is a RuntimeError."""
+    import torch
+
+    if _torch_version(torch) < MIN_TORCH or not hasattr(torch.library, "register_fake"):
+        raise RuntimeError(
+            f"dlx.torch.register needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or newer "
+            f"(torch.library.register_fake and torch.compile's polyfills); this is torch "
+            f"{torch.__version__}")
+    if not (isinstance(namespace, str) and namespace.isidentifier() and namespace.isascii()
+            and not keyword.iskeyword(namespace)):
+        raise ValueError(f"dlx.torch.register: namespace {namespace!r} is not an identifier")
+    with _lock:
+        reg = _registrations.get(namespace)
+        if reg is not None:
+            if reg.lib is lib:
+                return reg
+            raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
+                               f"{reg.lib.path}; choose another for {lib.path}")
+        reg = _build(torch, lib, namespace)
+        _registrations[namespace] = reg
+        return reg
+
+
+def _dtype_name(t):
+    name = str(t.dtype).rpartition(".")[2]
+    return _NAMES.get(name, name)
+
+
+def _shape(t):
+    return tuple(t.shape)
+
+
+def _fresh(sym):
+    import torch
+
+    return torch.library.get_ctx().new_dynamic_size()
+
+
+def _build(torch, lib, namespace):
+    try:
+        library = torch.library.Library(namespace, "DEF")
+    except RuntimeError as e:
+        raise RuntimeError(f"dlx.torch.register: torch refuses namespace {namespace!r}: {e}") from e
+    ops, skipped, kernels = {}, {}, {}
+    for name in lib.kernels:
+        k = getattr(lib, name)
+        if k.signature is None:
+            skipped[name] = ("no declared signature: declare a signature, "
+                             f'DLX_KERNEL({name}, "x: f32[n], ...")')
+            continue
+        try:
+            schema = k._schema
+            k._derived  # noqa: B018 (raises ValueError with the reason)
+        except ValueError as e:
+            skipped[name] = str(e).partition("(): ")[2] or str(e)
+            continue
+        library.define(schema)
+        kernels[name] = k
+    keep = {"library": library}
+    for name, k in kernels.items():
+        qual = f"{namespace}::{name}"
+        torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
+        ops[name] = getattr(getattr(torch.ops, namespace), name)
+    keep["implementation"] = _native_impls(kernels, namespace, keep)
+    if keep["implementation"] != "addon":  # every device through Python, slower but there
+        for name, k in kernels.items():
+            library.impl(name, _python_impl_for(k), "CompositeExplicitAutograd")
+    for name, k in kernels.items():
+        _ops_of[k] = ops[name]
+        _trace_in_dynamo(torch, k, ops[name])
+    _claim_traced_calls(torch)
+    return Registration(lib, namespace, ops, skipped, keep)
+
+
+def _native_impls(kernels, namespace, keep):
+    """Implement the operators for CPU, CUDA/ROCm and PrivateUse1 in C++ (the torch addon,
+    built once per torch through dlx's build cache), so a call never enters Python. Where
+    the addon cannot be built the Python implementation serves; says which, and why."""
+    from . import _core
+    from . import torch as dlx_torch
+
+    try:
+        dlx_torch.ensure_addon(dlx_torch.backend())
+    except Exception as e:  # no compiler, no torch headers: the Python implementation
+        return f"python (torch addon unavailable: {type(e).__name__}: {e})"
+    _prefer_addon_table(dlx_torch)
+    handles = keep.setdefault("handles", [])
+    for name, k in kernels.items():
+        handle = k._handle()  # keeps the kernel (its function, plan, name) alive
+        _core.addon_register_op(namespace, name, handle, len(k._derived[0]))
+        handles.append(handle)
+    return "addon"
+
+
+ADDON_TABLE_ORIGIN = "dlx.torch.register built the addon for its operators"
+
+
+def _prefer_addon_table(dlx_torch):
+    """The addon is built and loaded for the operators anyway: where no table is in force
+    yet and nothing chose one (DLX_TORCH_TABLE unset), dlx's own table goes in force for
+    direct calls too. It converts a torch tensor in 141 instructions against torch 2.13's
+    624 (make bench-ir); lib.add3 on 3 tensors: 283 -> 133 ns a call.
+    A table already in force stays (it is chosen once per process)."""
+    import os
+
+    if (dlx_torch.installed() is not None or os.environ.get("DLX_TORCH_TABLE")
+            or os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1"):
+        return
+    dlx_torch.install(prefer="addon")
+    choice = dlx_torch.choice()
+    if choice is not None:
+        dlx_torch._choice = choice._replace(origin=ADDON_TABLE_ORIGIN)
+
+
+def _first_tensor(bound, plan):
+    for v, p in zip(bound, plan):
+        if p[1] == "tensor" and v is not None:
+            return v
+    return None
+
+
+def _fake_for(torch, k):
+    plan = k._plan
+    nres = len(k._derived[0])
+
+    def fake(*args, **kwargs):
+        bound = _infer.bind(k, args, kwargs)
+        shapes = _infer.results(k, bound, shape=_shape, dtype=_dtype_name, fresh=_fresh)
+        if not shapes:
+            return None
+        like = _first_tensor(bound, plan)
+        outs = []
+        for shape, dt in shapes:
+            dtype = getattr(torch, _dtype_attr(dt))
+            outs.append(like.new_empty(shape, dtype=dtype) if like is not None
+                        else torch.empty(shape, dtype=dtype))
+        return outs[0] if nres == 1 else tuple(outs)
+
+    fake.__name__ = f"{k.__name__}_fake"
+    return fake
+
+
+def _dtype_attr(name):
+    for attr, n in _NAMES.items():
+        if n == name:
+            return attr
+    raise TypeError(f"no torch dtype for {name!r}")
+
+
+def _python_impl_for(k):
+    nres = len(k._derived[0])
+    name = k.__name__
+
+    def impl(*args, **kwargs):
+        out = k(*_infer.bind(k, args, kwargs))
+        if nres == 0:
+            return None
+        got = 0 if out is None else 1 if nres == 1 or not isinstance(out, tuple) else len(out)
+        if got != nres:
+            raise RuntimeError(f"{name}(): the kernel returned {got} result"
+                               f"{'' if got == 1 else 's'}; its declaration, and so the "
+                               f"operator, has {nres}")
+        return out
+
+    impl.__name__ = f"{name}_impl"
+    return impl
+
+
+# ---- tracing: dynamo, and tracers that reach the C call path ---------------------------
+
+def _trace_in_dynamo(torch, kernel, op):
+    """Make dynamo trace a call of `kernel` as a call of `op`: a polyfill keyed by the kernel
+    object, as torch.compiler.substitute_in_graph registers one for a builtin function (it
+    refuses objects that are not functions, hence the same steps here)."""
+    from torch._dynamo.guards import GuardBuilder
+    from torch._dynamo.trace_rules import _polyfilled_function_ids, get_torch_obj_rule_map
+    from torch._dynamo.variables import PolyfilledFunctionVariable
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    def traced(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    def stand_in(*args, **kwargs):
+        return kernel(*args, **kwargs)
+
+    stand_in.__name__ = traced.__name__ = kernel.__name__
+    stand_in.__torch_dynamo_original__ = kernel
+    stand_in.__torch_dynamo_polyfill__ = traced
+
+    def dispatch(builder, value):
+        return PolyfilledFunctionVariable(
+            value, source=builder.source, **builder.install_guards(GuardBuilder.ID_MATCH))
+
+    VariableBuilder._id_dispatch()[id(kernel)] = dispatch
+    _polyfilled_function_ids.add(id(kernel))
+    get_torch_obj_rule_map()[kernel] = PolyfilledFunctionVariable
+    PolyfilledFunctionVariable._get_polyfill_handlers()[kernel] = stand_in
+
+
+_claimed = []
+
+
+def _is_traced(obj):
+    """A tensor whose operations a torch mode or subclass intercepts (FakeTensor,
+    FunctionalTensor, ...): dlx cannot read its memory, the operator can take it."""
+    import torch
+
+    tp = type(obj)
+    return (isinstance(obj, torch.Tensor) and tp is not torch.Tensor
+            and getattr(tp, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__)
+
+
+def _traced_call(kernel, args, kwargs):
+    op = _ops_of.get(kernel)
+    if op is None:
+        return NotImplemented
+    return op(*args, **kwargs)
+
+
+def _claim_traced_calls(torch):
+    if _claimed:
+        return
+    try:
+        from . import _trace
+    except ImportError:  # a dlx without the traced-call hook: dynamo's path still works
+        return
+    _trace.register(_is_traced, _traced_call)
+    _claimed.append(True)
