@@ -222,6 +222,20 @@ def _operators_note(rec, torch, backend):
             "DLX_TORCH_TABLE=addon asks for it always")
 
 
+def gil_state():
+    """The GIL as doctor reports it. A free-threaded CPython (3.13t) keeps it off after
+    `import dlx` (issue 23); an extension imported since that does not declare itself safe,
+    or PYTHON_GIL=1, turns it back on."""
+    import sysconfig
+
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return "disabled (free-threaded)"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return ("enabled on a free-threaded build (PYTHON_GIL=1, or an extension that is not "
+                "free-threading safe turned it on)")
+    return "enabled"
+
+
 def doctor():
     import dlx
 
@@ -232,6 +246,7 @@ def doctor():
           f"{_core.DLPACK_MINOR_VERSION}, kernel ABI {_core.ABI_VERSION >> 16}."
           f"{_core.ABI_VERSION & 0xFFFF})")
     print(f"include dir: {dlx.include_dir()}")
+    print(f"GIL: {gil_state()}")
     try:
         import numpy
         print(f"numpy {numpy.__version__}: table {'in force' if dlx.exchange_api(numpy.ndarray) else 'missing'} (dlx provider)")

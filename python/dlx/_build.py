@@ -176,8 +176,9 @@ def _load_built(path, fd):
     if lib is not None:
         os.close(fd)
         return lib
-    lib = _libraries[key] = _core.load_fd(fd, path)
-    return lib
+    # Threads loading the same library at once all get the first one kept (setdefault is
+    # one step, with or without a GIL); the others' loads are dropped (the same handle).
+    return _libraries.setdefault(key, _core.load_fd(fd, path))
 
 
 _BUILD_OPTIONS = {"cflags": (), "ldflags": (), "include_dirs": (), "libraries": (),

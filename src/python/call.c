@@ -88,8 +88,12 @@ static PyObject *exception_class(const char *kind) {
   const char *dot = strrchr(kind, '.');
   if (!dot) {
     PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
-    PyObject *cls = builtins ? PyDict_GetItemString(builtins, kind) : NULL;
-    return cls && PyExceptionClass_Check(cls) ? Py_NewRef(cls) : NULL;
+    PyObject *name = builtins ? PyUnicode_FromString(kind) : NULL, *cls = NULL;
+    if (!name || PyDict_GetItemRef(builtins, name, &cls) < 0) PyErr_Clear();
+    Py_XDECREF(name);
+    if (cls && PyExceptionClass_Check(cls)) return cls;
+    Py_XDECREF(cls);
+    return NULL;
   }
   /* The longest importable module prefix, then attributes ("pkg.mod.Outer.Inner"). */
   for (const char *cut = dot; cut > kind; --cut) {
@@ -785,7 +789,9 @@ __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObje
     if (rc > 0) break;
   }
   f.provider = provider_arg >= 0;
-  switch (dlx_stream_choose(&f)) {
+  dlx_stream_source source = dlx_stream_choose(&f);
+  if (source != DLX_STREAM_PROVIDER) dlx_stream_provider_release(provider);
+  switch (source) {
     case DLX_STREAM_NONE:
       handle = 0; /* the CPU (whatever the override), or nothing to ask */
       break;
@@ -1056,7 +1062,7 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
    * calls have none (and no deferred producer: those are on a device). */
   if (device_arg >= 0) {
     const DLPackExchangeAPI *api = st->slots[device_arg].api;
-    if (__builtin_expect(dlx_stream_pending != 0, 0)) {
+    if (__builtin_expect(dlx_relaxed_load(&dlx_stream_pending) != 0, 0)) {
       if (finish_streams(st, objs, st->argv, st->slots, st->binds)) return call_failed(st);
     } else if (api && api->current_work_stream(st->pub.device.device_type,
                                                st->pub.device.device_id, &st->pub.stream)) {

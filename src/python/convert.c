@@ -138,7 +138,8 @@ static struct {
   PyTypeObject *type;
   unsigned int tag;
   int level;
-} kw_memo[KW_MEMO_SIZE];
+} kw_memo[KW_MEMO_SIZE]; /* without a GIL, under kw_lock: its three fields go together */
+static dlx_mutex kw_lock;
 
 static int kw_memo_slot(PyTypeObject *tp) { return (int)(((uintptr_t)tp >> 4) & (KW_MEMO_SIZE - 1)); }
 
@@ -159,26 +160,64 @@ static int refused_keyword(void) {
 static void kw_remember(PyTypeObject *tp, int level) {
   if (!dlx_version_tag_valid(tp)) return;
   int i = kw_memo_slot(tp);
+  DLX_LOCK(&kw_lock);
   kw_memo[i].type = tp;
-  kw_memo[i].tag = tp->tp_version_tag;
+  kw_memo[i].tag = dlx_tag_of(tp);
   kw_memo[i].level = level;
+  DLX_UNLOCK(&kw_lock);
 }
 
-PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback) {
-  static PyObject *name, *kw_version, *kw_both, *kw_stream, *max_version;
-  if (!name) {
-    name = PyUnicode_InternFromString("__dlpack__");
+/* Names and keyword tuples of the __dlpack__ calls, made once (first use: convert.c has no
+ * init). Without a GIL, made under names_lock and published by `names_ready`. */
+static PyObject *dlpack_name, *kw_version, *kw_both, *kw_stream, *max_version, *device_name;
+static DLX_ATOMIC(int) names_ready;
+static dlx_mutex names_lock;
+
+static __attribute__((cold, noinline)) int make_names(void) {
+  DLX_LOCK(&names_lock);
+  if (!dlx_relaxed_load(&names_ready)) {
+    dlpack_name = PyUnicode_InternFromString("__dlpack__");
+    device_name = PyUnicode_InternFromString("__dlpack_device__");
     kw_version = Py_BuildValue("(s)", "max_version");
     kw_both = Py_BuildValue("(ss)", "stream", "max_version");
     kw_stream = Py_BuildValue("(s)", "stream");
     max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    if (!name || !kw_version || !kw_both || !kw_stream || !max_version) return NULL;
+    if (dlpack_name && device_name && kw_version && kw_both && kw_stream && max_version)
+      dlx_relaxed_store(&names_ready, 1); /* (the unlock orders the stores before it) */
+    else { /* out of memory: asked again next time */
+      Py_CLEAR(dlpack_name);
+      Py_CLEAR(device_name);
+      Py_CLEAR(kw_version);
+      Py_CLEAR(kw_both);
+      Py_CLEAR(kw_stream);
+      Py_CLEAR(max_version);
+    }
   }
+  int ok = dlx_relaxed_load(&names_ready);
+  DLX_UNLOCK(&names_lock);
+  return ok ? 0 : -1;
+}
+
+/* 1 once made; readers that saw the flag set read the names (acquire: the lock's release
+ * happened before the flag could be seen). */
+static inline int names_made(void) {
+#if DLX_FREE_THREADED
+  return atomic_load_explicit(&names_ready, memory_order_acquire) || make_names() == 0;
+#else
+  return names_ready || make_names() == 0;
+#endif
+}
+
+PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback) {
+  if (!names_made()) return NULL;
   PyTypeObject *tp = Py_TYPE(obj);
   int m = kw_memo_slot(tp), first = 0, refused = 0;
-  if (fallback && kw_memo[m].type == tp && kw_memo[m].tag == tp->tp_version_tag &&
-      dlx_version_tag_valid(tp))
-    first = kw_memo[m].level;
+  if (fallback) {
+    DLX_LOCK(&kw_lock);
+    if (kw_memo[m].type == tp && kw_memo[m].tag == dlx_tag_of(tp) && dlx_version_tag_valid(tp))
+      first = kw_memo[m].level;
+    DLX_UNLOCK(&kw_lock);
+  }
   for (int level = first;;) {
     /* level 0: every keyword; 1: stream alone (producers before DLPack 1.0); 2: none.
      * Without a stream, 1 and 2 are the same call. argv[0] is scratch the callee may use
@@ -193,7 +232,7 @@ PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback) {
       kw = kw_stream;
     }
     PyObject *cap =
-        PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+        PyObject_VectorcallMethod(dlpack_name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
     if (cap && refused && level > first) kw_remember(tp, level);
     if (cap || !fallback || level == 2 || (level == 1 && !stream) ||
         !PyErr_ExceptionMatches(PyExc_TypeError))
@@ -249,10 +288,10 @@ static int from_dlpack(PyObject *obj, PyObject *stream, dlx_arg *arg, dlx_slot *
 /* obj.__dlpack_device__() -> *out: 1, or 0 when the producer has no such method (it
  * predates the protocol's device query), -1 with an exception. */
 static int dlpack_device(PyObject *obj, DLDevice *out) {
-  static PyObject *name;
-  if (!name && !(name = PyUnicode_InternFromString("__dlpack_device__"))) return -1;
+  if (!names_made()) return -1;
   PyObject *argv[2] = {NULL, obj};
-  PyObject *r = PyObject_VectorcallMethod(name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+  PyObject *r =
+      PyObject_VectorcallMethod(device_name, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
   if (!r) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
@@ -298,7 +337,7 @@ static int from_dlpack_producer(PyObject *obj, const DLPackExchangeAPI *jax, dlx
   slot->view.device = dev;
   arg->value.tensor = &slot->view;
   arg->readonly = jax != NULL;
-  ++dlx_stream_pending; /* the call takes it off again (dlx_stream_settle) */
+  dlx_relaxed_add(&dlx_stream_pending, 1); /* the call takes it off again (dlx_stream_settle) */
   return DLX_CONVERT_DEFERRED;
 }
 

@@ -12,7 +12,15 @@
 #include <numpy/ndarraytypes.h>
 
 /* The last dtype described and what its arrays' byte strides need (numpy_table.c keeps
- * it; touched with the GIL held only). */
+ * it). With a GIL, one for the process; without, one per thread (its four fields change
+ * together, and a thread's calls mostly see its own dtypes): initial-exec TLS is one
+ * %fs-relative load, as cheap as the global. A thread that ends leaves its one reference
+ * to a dtype (numpy's builtin dtypes live for the process anyway). */
+#if DLX_FREE_THREADED
+#define DLX_NUMPY_LAST_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+#else
+#define DLX_NUMPY_LAST_TLS
+#endif
 typedef struct dlx_numpy_last {
   PyArray_Descr *descr; /* a reference: the pointer stays meaningful */
   int64_t mask;         /* byte strides with these bits set are not whole elements of it;
@@ -20,7 +28,7 @@ typedef struct dlx_numpy_last {
   int shift;            /* element stride = byte stride >> shift */
   DLDataType dtype;
 } dlx_numpy_last_t;
-extern dlx_numpy_last_t dlx_numpy_last;
+extern DLX_NUMPY_LAST_TLS dlx_numpy_last_t dlx_numpy_last;
 
 /* The view of an ndarray (the caller knows `obj` is one) into `out`, its strides in
  * `scratch`: 1, or 0 when it needs the general path (another dtype, strides that are not

@@ -21,6 +21,7 @@
 
 #include "dlx/dlx.h"
 #include "dlx_sig.h"
+#include "dlx_sync.h"
 
 #define DLX_MAX_ARGS 64
 
@@ -56,35 +57,59 @@ typedef struct dlx_type_info {
    * line (dlx_convert_view). NULL otherwise. */
   int (*view)(void *py_object, DLTensor *out);
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
+#if DLX_FREE_THREADED
+  struct dlx_type_info *retired_next; /* the retired list's link (in the line's padding) */
+#endif
 } dlx_type_info;
 
 /* ---- tables.c ---- */
 int dlx_tables_init(PyObject *module);
 #define DLX_TYPE_CACHE_SIZE 128 /* power of two */
+/* Table lifetime: a call uses raw table pointers for its whole duration, while only
+ * the cache owns the capsules. Calls in progress (any thread) are counted, and an owner
+ * the cache drops meanwhile is kept in a retired list until no call is in progress, so a
+ * call never sees its table freed under it. */
+#if DLX_FREE_THREADED
+/* Without the GIL an entry is immutable once published: a miss fills a new one and
+ * publishes its pointer (atomic exchange); the replaced one is retired, with its owner,
+ * until no call is in progress. A hit is an acquire load (a plain load on x86 and ARM64's
+ * ldar) and the compares: no lock. docs/design.md, "Threads". */
+extern dlx_type_info *_Atomic dlx_type_cache[DLX_TYPE_CACHE_SIZE];
+extern _Atomic unsigned int dlx_provider_generation;
+extern _Atomic unsigned int dlx_calls_active;
+extern dlx_type_info *_Atomic dlx_retired;
+#else
 extern dlx_type_info dlx_type_cache[DLX_TYPE_CACHE_SIZE];
 extern unsigned int dlx_provider_generation;
-/* Discover `tp` and cache it; NULL with an exception when its table is unusable. */
+extern unsigned int dlx_calls_active; /* changed with the GIL */
+extern PyObject *dlx_retired;         /* list, or NULL when empty */
+#endif
+/* Discover `tp` and cache it; NULL with an exception when its table is unusable. Only
+ * between dlx_call_enter and dlx_call_leave: the entry lives until the call leaves. */
 const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp);
 
-/* Table lifetime: a call uses raw table pointers for its whole duration, while only
- * the cache owns the capsules. Calls in progress (any thread; changed with the GIL)
- * are counted, and an owner the cache drops meanwhile is kept in a retired list
- * until no call is in progress, so a call never sees its table freed under it. */
-extern unsigned int dlx_calls_active;
-extern PyObject *dlx_retired;
 /* Drop the cache's reference to `owner` now, or when the last active call ends. */
 void dlx_retire_owner(PyObject *owner);
 /* Release the retired owners (may run capsule destructors: Python code). */
 void dlx_release_retired(void);
 
+#if DLX_FREE_THREADED
+/* seq_cst: a call's increment is ordered before its cache loads, against a writer's
+ * publish before its read of the count (dlx_release_retired). */
+static inline void dlx_call_enter(void) { atomic_fetch_add(&dlx_calls_active, 1); }
+static inline void dlx_call_leave(void) {
+  if (atomic_fetch_sub(&dlx_calls_active, 1) == 1 &&
+      atomic_load_explicit(&dlx_retired, memory_order_relaxed))
+    dlx_release_retired();
+}
+#define dlx_tag_of(tp) _Py_atomic_load_uint_relaxed(&(tp)->tp_version_tag)
+#else
 static inline void dlx_call_enter(void) { ++dlx_calls_active; }
 static inline void dlx_call_leave(void) {
   if (--dlx_calls_active == 0 && dlx_retired) dlx_release_retired();
 }
-
-static inline dlx_type_info *dlx_type_slot(PyTypeObject *tp) {
-  return &dlx_type_cache[((uintptr_t)tp >> 4) & (DLX_TYPE_CACHE_SIZE - 1)];
-}
+#define dlx_tag_of(tp) ((tp)->tp_version_tag)
+#endif
 
 /* Whether `tp`'s version tag stands for its attributes as they are. Up to 3.12 CPython sets
  * Py_TPFLAGS_VALID_VERSION_TAG with the tag and clears both when the type changes; 3.13
@@ -94,19 +119,31 @@ static inline int dlx_version_tag_valid(PyTypeObject *tp) {
 #if PY_VERSION_HEX < 0x030D0000
   return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag != 0;
 #else
-  return tp->tp_version_tag != 0;
+  return dlx_tag_of(tp) != 0;
 #endif
+}
+
+static inline size_t dlx_type_index(PyTypeObject *tp) {
+  return ((uintptr_t)tp >> 4) & (DLX_TYPE_CACHE_SIZE - 1);
 }
 
 /* The cached info of `tp`: on a hit, a few compares and no Python lookup. An entry is
  * only kept with both tags valid, hence non-zero, and CPython zeroes a type's tag when
  * it invalidates it and never hands the same tag out twice: equal tags are valid ones. */
 static inline const dlx_type_info *dlx_type_info_hit(PyTypeObject *tp) {
-  dlx_type_info *e = dlx_type_slot(tp);
+#if DLX_FREE_THREADED
+  const dlx_type_info *e =
+      atomic_load_explicit(&dlx_type_cache[dlx_type_index(tp)], memory_order_acquire);
+  if (e && e->type == tp && e->version_tag == dlx_tag_of(tp) &&
+      e->meta_version_tag == dlx_tag_of(Py_TYPE(tp)))
+    return e;
+#else
+  dlx_type_info *e = &dlx_type_cache[dlx_type_index(tp)];
   /* (dlx_register_provider empties every entry: generations need no compare here) */
   if (e->type == tp && e->version_tag == tp->tp_version_tag &&
       e->meta_version_tag == Py_TYPE(tp)->tp_version_tag)
     return e;
+#endif
   return NULL;
 }
 
@@ -125,7 +162,7 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
 /* current_work_stream for dlx's own tables of host-only frameworks (numpy, JAX): NULL, no stream */
 int dlx_no_stream(DLDeviceType device_type, int32_t device_id, void **out);
 PyObject *dlx_table_capsule(const DLPackExchangeAPI *api);
-extern unsigned long long dlx_stat_type_lookups; /* cache misses, for tests */
+extern DLX_ATOMIC(unsigned long long) dlx_stat_type_lookups; /* cache misses, for tests */
 
 /* ---- numpy_table.c ---- */
 /* Imports numpy's C API and returns dlx's ndarray table; NULL with an exception. */
@@ -269,17 +306,20 @@ int dlx_stream_init(PyObject *module);
 /* Overrides in force on any thread plus deferred producers not yet exported (changed
  * with the GIL): while 0, a call looks no further than its tables (one load). A call that
  * deferred producers takes them off again (dlx_stream_settle). */
-extern unsigned int dlx_stream_pending;
+extern DLX_ATOMIC(unsigned int) dlx_stream_pending; /* relaxed: a thread's own changes
+                                                        are what its calls need to see */
 /* Take the deferred producers among argv[0..n) off dlx_stream_pending. */
 void dlx_stream_settle(const dlx_arg *argv, const dlx_slot *slots, int32_t n);
 /* 1 and *out: this thread's override; 0: none. */
 int dlx_stream_override(uintptr_t *out);
 /* The stream provider for a device producer without a table: one registered for its type
  * (or a base), else the built-in one for CuPy arrays. 1 with *fn, 0
- * none, -1 with an exception. *fn is borrowed: call it before any other Python code runs. */
+ * none, -1 with an exception. *fn is the caller's: dlx_stream_provider_call or
+ * dlx_stream_provider_release takes it (another thread may remove it from the registry). */
 int dlx_stream_provider_find(PyObject *obj, PyObject **fn);
-/* Ask provider `fn` (from dlx_stream_provider_find) for device `dev`'s stream: 0 and *out,
- * -1 with an exception (TypeError when it did not return an int). */
+void dlx_stream_provider_release(PyObject *fn);
+/* Ask provider `fn` (from dlx_stream_provider_find, taken) for device `dev`'s stream: 0 and
+ * *out, -1 with an exception (TypeError when it did not return an int). */
 int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out);
 
 /* ---- library.c ---- */

@@ -24,7 +24,8 @@ typedef struct jax_export {
   DLManagedTensor *legacy;
 } jax_export;
 
-static PyObject *from_dlpack; /* jax.dlpack.from_dlpack, looked up once */
+static PyObject *from_dlpack; /* jax.dlpack.from_dlpack, looked up once (from_dlpack_lock) */
+static dlx_mutex from_dlpack_lock;
 
 static void legacy_deleter(DLManagedTensorVersioned *m) {
   jax_export *e = (jax_export *)m;
@@ -68,18 +69,29 @@ static int jax_from_py(void *py_object, DLManagedTensorVersioned **out) {
 
 static int jax_to_py(DLManagedTensorVersioned *m, void **out) {
   const DLPackExchangeAPI *np = dlx_numpy_table();
-  if (!from_dlpack) {
+  DLX_LOCK(&from_dlpack_lock);
+  PyObject *fn = Py_XNewRef(from_dlpack);
+  DLX_UNLOCK(&from_dlpack_lock);
+  if (!fn) { /* looked up unlocked (Python code); the first one kept */
     PyObject *mod = PyImport_ImportModule("jax.dlpack");
-    from_dlpack = mod ? PyObject_GetAttrString(mod, "from_dlpack") : NULL;
+    fn = mod ? PyObject_GetAttrString(mod, "from_dlpack") : NULL;
     Py_XDECREF(mod);
+    DLX_LOCK(&from_dlpack_lock);
+    if (fn && !from_dlpack) from_dlpack = Py_NewRef(fn);
+    DLX_UNLOCK(&from_dlpack_lock);
   }
-  if (!np || !from_dlpack) {
+  if (!np || !fn) {
+    Py_XDECREF(fn);
     if (m->deleter) m->deleter(m); /* the import owns `m`, also when it fails */
     return -1;
   }
   void *arr = NULL;
-  if (np->managed_tensor_to_py_object_no_sync(m, &arr)) return -1; /* it released `m` */
-  PyObject *r = PyObject_CallOneArg(from_dlpack, arr);
+  if (np->managed_tensor_to_py_object_no_sync(m, &arr)) { /* it released `m` */
+    Py_DECREF(fn);
+    return -1;
+  }
+  PyObject *r = PyObject_CallOneArg(fn, arr);
+  Py_DECREF(fn);
   Py_DECREF((PyObject *)arr);
   if (!r) return -1;
   *out = r;
@@ -130,10 +142,11 @@ static PyObject *install_jax(PyObject *self, PyObject *args) {
   }
   PyObject *capsule = dlx_table_capsule(&jax_api);
   if (!capsule) return NULL;
+  /* Before the table can be found: no thread may see it without this (once set, it stays) */
+  if (device_backends) dlx_jax_device_table = &jax_api;
   int rc = dlx_register_provider((PyTypeObject *)type, capsule, NULL);
   Py_DECREF(capsule);
   if (rc) return NULL;
-  if (device_backends) dlx_jax_device_table = &jax_api;
   Py_RETURN_NONE;
 }
 

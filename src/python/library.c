@@ -114,14 +114,23 @@ static PyObject *kernel_get_doc(PyObject *self, void *closure) {
 static PyObject *kernel_get_pysig(PyObject *self, void *closure) {
   (void)closure;
   KernelObject *k = (KernelObject *)self;
-  if (!k->pysig) {
-    PyObject *mod = PyImport_ImportModule("dlx._sig");
-    if (!mod) return NULL;
-    k->pysig = PyObject_CallMethod(mod, "signature", "O", self);
-    Py_DECREF(mod);
-    if (!k->pysig) return NULL;
-  }
-  return Py_NewRef(k->pysig);
+  PyObject *sig;
+  Py_BEGIN_CRITICAL_SECTION(self); /* threads asking at once: one made, kept, handed out */
+  sig = Py_XNewRef(k->pysig);
+  Py_END_CRITICAL_SECTION();
+  if (sig) return sig;
+  PyObject *mod = PyImport_ImportModule("dlx._sig"); /* Python code: outside the section */
+  if (!mod) return NULL;
+  sig = PyObject_CallMethod(mod, "signature", "O", self);
+  Py_DECREF(mod);
+  if (!sig) return NULL;
+  PyObject *kept;
+  Py_BEGIN_CRITICAL_SECTION(self);
+  if (!k->pysig) k->pysig = Py_NewRef(sig);
+  kept = Py_NewRef(k->pysig);
+  Py_END_CRITICAL_SECTION();
+  Py_DECREF(sig);
+  return kept;
 }
 
 static PyObject *type_text(const dlx_sig *s, const dlx_sig_type *t) {

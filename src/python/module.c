@@ -11,21 +11,26 @@ static void release_context(PyObject *capsule) { Py_XDECREF(PyCapsule_GetContext
 static PyObject *exchange_api(PyObject *self, PyObject *arg) {
   (void)self;
   PyTypeObject *tp = PyType_Check(arg) ? (PyTypeObject *)arg : Py_TYPE(arg);
+  dlx_call_enter(); /* the entry (and its owner) stay while it is read: another thread may
+                       refill its slot meanwhile */
   const dlx_type_info *info = dlx_type_info_get(tp);
-  if (!info) return NULL;
-  if (info->source != DLX_SRC_TABLE) Py_RETURN_NONE;
-  PyObject *owner = info->owner;
+  PyObject *owner = info && info->source == DLX_SRC_TABLE ? Py_NewRef(info->owner) : NULL;
+  const DLPackExchangeAPI *api = owner ? info->api : NULL;
+  int failed = !info;
+  dlx_call_leave();
+  if (failed) return NULL;
+  if (!owner) Py_RETURN_NONE;
   if (PyCapsule_IsValid(owner, DLX_EXCHANGE_API_CAPSULE) &&
-      PyCapsule_GetPointer(owner, DLX_EXCHANGE_API_CAPSULE) == (void *)info->api)
-    return Py_NewRef(owner);
+      PyCapsule_GetPointer(owner, DLX_EXCHANGE_API_CAPSULE) == (void *)api)
+    return owner;
   /* A table found behind prev_api or a legacy int: the new capsule keeps what owns
    * the table alive, so it outlives the type's attribute. */
-  PyObject *cap = dlx_table_capsule(info->api);
-  if (cap && (PyCapsule_SetContext(cap, Py_NewRef(owner)) ||
+  PyObject *cap = dlx_table_capsule(api);
+  if (cap && (PyCapsule_SetContext(cap, owner) ||
               PyCapsule_SetDestructor(cap, release_context))) {
-    Py_DECREF(owner);
-    Py_CLEAR(cap);
+    Py_CLEAR(cap); /* (no destructor: the reference given to it is ours to drop) */
   }
+  if (!cap) Py_DECREF(owner);
   return cap;
 }
 
@@ -61,8 +66,9 @@ static PyObject *install_numpy(PyObject *self, PyObject *unused) {
 static PyObject *stats(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
-  return Py_BuildValue("{sKsI}", "type_lookups", dlx_stat_type_lookups, "stream_pending",
-                       dlx_stream_pending);
+  return Py_BuildValue("{sKsI}", "type_lookups",
+                       dlx_relaxed_load(&dlx_stat_type_lookups), "stream_pending",
+                       dlx_relaxed_load(&dlx_stream_pending));
 }
 
 /* The C call path for glue libraries (dlx_invoke.h): a capsule of a static struct. */
@@ -91,6 +97,14 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__core(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
+#ifdef Py_GIL_DISABLED
+  /* Every shared state is safe without the GIL (docs/design.md, "Threads"): importing dlx
+   * leaves a free-threaded interpreter free-threaded. */
+  if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED)) {
+    Py_DECREF(m);
+    return NULL;
+  }
+#endif
   if (dlx_tables_init(m) || dlx_library_init(m) || dlx_addon_init(m) || dlx_providers_init(m) ||
       dlx_jax_init(m) || dlx_stream_init(m) ||
       PyModule_AddIntConstant(m, "DLPACK_MAJOR_VERSION", DLPACK_MAJOR_VERSION) ||

@@ -34,29 +34,35 @@ typedef struct np_export {
   int64_t dims[2 * NPY_MAXDIMS]; /* shape then strides */
 } np_export;
 
-/* Touched only with the GIL held. */
+/* With the GIL held; without a GIL, under free_lock (a few loads and stores: a PyMutex
+ * uncontended is one compare-exchange each way). */
 static np_export *free_list;
 static int free_count;
-static int ready; /* numpy's C API imported */
+static dlx_mutex free_lock;
+static DLX_ATOMIC(int) ready; /* numpy's C API imported (ready_lock: imported once) */
+static dlx_mutex ready_lock;
 
 static np_export *export_get(void) {
+  DLX_LOCK(&free_lock);
   np_export *e = free_list;
   if (e) {
     free_list = e->next;
     --free_count;
-    return e;
   }
-  return PyMem_RawMalloc(sizeof *e);
+  DLX_UNLOCK(&free_lock);
+  return e ? e : PyMem_RawMalloc(sizeof *e);
 }
 
 static void export_put(np_export *e) {
-  if (free_count < FREE_LIST_MAX) {
+  DLX_LOCK(&free_lock);
+  int keep = free_count < FREE_LIST_MAX;
+  if (keep) {
     e->next = free_list;
     free_list = e;
     ++free_count;
-  } else {
-    PyMem_RawFree(e);
   }
+  DLX_UNLOCK(&free_lock);
+  if (!keep) PyMem_RawFree(e);
 }
 
 static void np_deleter(DLManagedTensorVersioned *m) {
@@ -102,7 +108,8 @@ static int descr_to_dl_uncached(PyArray_Descr *d, DLDataType *out) {
  * strides of its arrays are element strides shifted left by `shift` when their low bits
  * (`mask`) are clear; ~0 sends every stride to the general conversion (an item size that
  * is not a power of two). dlx_numpy.h reads it in the call loop. */
-dlx_numpy_last_t dlx_numpy_last = {.descr = NULL, .mask = ~(int64_t)0, .shift = 0};
+DLX_NUMPY_LAST_TLS dlx_numpy_last_t dlx_numpy_last = {.descr = NULL, .mask = ~(int64_t)0,
+                                                      .shift = 0};
 
 static int descr_to_dl(PyArray_Descr *d, DLDataType *out) {
   if (d == dlx_numpy_last.descr) {
@@ -400,9 +407,12 @@ static const DLPackExchangeAPI numpy_api = {
 };
 
 const DLPackExchangeAPI *dlx_numpy_table(void) {
-  if (!ready) {
-    if (_import_array() < 0) return NULL;
-    ready = 1;
+  if (!dlx_relaxed_load(&ready)) { /* (the lock orders the API table's writes before us) */
+    DLX_LOCK(&ready_lock);
+    int ok = dlx_relaxed_load(&ready) || _import_array() >= 0;
+    if (ok) dlx_relaxed_store(&ready, 1);
+    DLX_UNLOCK(&ready_lock);
+    if (!ok) return NULL;
   }
   return &numpy_api;
 }

@@ -31,11 +31,18 @@ static provider providers[DLX_BACKEND_COUNT] = {
     [DLX_BACKEND_ROCM] = {"torch", "_C._cuda_getCurrentRawStream", NULL},
     [DLX_BACKEND_TORCH_NPU] = {"torch_npu", "_C._npu_getCurrentRawStream", NULL},
 };
-static dlx_backend active = DLX_BACKEND_CPU;
-static unsigned long long dlx_stat_provider_calls; /* for provider_info() */
+static DLX_ATOMIC(int) active = DLX_BACKEND_CPU; /* a dlx_backend */
+static DLX_ATOMIC(unsigned long long) dlx_stat_provider_calls; /* for provider_info() */
+/* providers[].fn once resolved, and the overlay's setting up. Never held across Python
+ * code: a resolve runs unlocked and the first result is kept (the same callable). */
+static dlx_mutex lock;
 
+/* The callable, a new reference; NULL with an exception. */
 static PyObject *resolve(provider *p) {
-  if (p->fn) return p->fn;
+  DLX_LOCK(&lock);
+  PyObject *fn = Py_XNewRef(p->fn);
+  DLX_UNLOCK(&lock);
+  if (fn) return fn;
   PyObject *obj = PyImport_ImportModule(p->module);
   char path[128];
   snprintf(path, sizeof path, "%s", p->attr);
@@ -57,7 +64,9 @@ static PyObject *resolve(provider *p) {
     Py_XDECREF(tb);
     return NULL;
   }
-  p->fn = obj; /* the callable, kept for the process: looked up once */
+  DLX_LOCK(&lock);
+  if (!p->fn) p->fn = Py_NewRef(obj); /* the callable, kept for the process: looked up once */
+  DLX_UNLOCK(&lock);
   return obj;
 }
 
@@ -65,10 +74,11 @@ static PyObject *resolve(provider *p) {
 static int provider_call(dlx_backend b, int32_t device_id, void **out) {
   PyObject *fn = resolve(&providers[b]);
   if (!fn) return -1;
-  ++dlx_stat_provider_calls;
+  dlx_relaxed_add(&dlx_stat_provider_calls, 1);
   PyObject *idx = PyLong_FromLong(device_id);
   PyObject *r = idx ? PyObject_CallOneArg(fn, idx) : NULL;
   Py_XDECREF(idx);
+  Py_DECREF(fn);
   if (!r) return -1;
   void *stream = PyLong_AsVoidPtr(r);
   Py_DECREF(r);
@@ -80,7 +90,8 @@ static int provider_call(dlx_backend b, int32_t device_id, void **out) {
 int dlx_provider_current_stream(DLDeviceType device_type, int32_t device_id, void **out) {
   *out = NULL;
   dlx_backend b;
-  if (device_type == kDLCPU || dlx_device_stream_backend(device_type, active, &b) != 0 ||
+  if (device_type == kDLCPU ||
+      dlx_device_stream_backend(device_type, (dlx_backend)dlx_relaxed_load(&active), &b) != 0 ||
       !providers[b].module)
     return 0; /* no backend claims it: no stream */
   return provider_call(b, device_id, out);
@@ -97,9 +108,9 @@ static DLPackExchangeAPI overlay;
 /* Devices of the active torch_npu backend come from its provider (native tables have
  * no NPU stream); everything else is the native table's own answer. */
 static int overlay_stream(DLDeviceType device_type, int32_t device_id, void **out) {
-  dlx_backend b;
-  if (active == DLX_BACKEND_TORCH_NPU && device_type != kDLCPU &&
-      dlx_device_stream_backend(device_type, active, &b) == 0 && b == DLX_BACKEND_TORCH_NPU)
+  dlx_backend b, now = (dlx_backend)dlx_relaxed_load(&active);
+  if (now == DLX_BACKEND_TORCH_NPU && device_type != kDLCPU &&
+      dlx_device_stream_backend(device_type, now, &b) == 0 && b == DLX_BACKEND_TORCH_NPU)
     return provider_call(b, device_id, out);
   return overlay_native->current_work_stream(device_type, device_id, out);
 }
@@ -110,18 +121,25 @@ static PyObject *stream_overlay(PyObject *self, PyObject *capsule) {
   const DLPackExchangeAPI *native = dlx_table_from_capsule(capsule, "native table");
   if (!native) return NULL;
   if (native == &overlay) return Py_NewRef(capsule); /* already in force */
-  if (overlay_native && overlay_native != native) {
+  /* Filled once, before any capsule of it is handed out (the table is never rewritten
+   * under a reader: the same native table again leaves it as it is). */
+  DLX_LOCK(&lock);
+  int other = overlay_native && overlay_native != native;
+  if (!other && !overlay_native) {
+    overlay_native_owner = Py_NewRef(capsule);
+    overlay = *native;
+    overlay.header.prev_api = NULL; /* the copy is major 1 itself */
+    if (overlay.header.version.minor > DLPACK_MINOR_VERSION) /* only 1.3's fields were copied */
+      overlay.header.version.minor = DLPACK_MINOR_VERSION;
+    overlay.current_work_stream = overlay_stream;
+    overlay_native = native;
+  }
+  DLX_UNLOCK(&lock);
+  if (other) {
     PyErr_SetString(PyExc_RuntimeError,
                     "a stream overlay is already in force over another native table");
     return NULL;
   }
-  Py_XSETREF(overlay_native_owner, Py_NewRef(capsule));
-  overlay_native = native;
-  overlay = *native;
-  overlay.header.prev_api = NULL; /* the copy is major 1 itself */
-  if (overlay.header.version.minor > DLPACK_MINOR_VERSION) /* only 1.3's fields were copied */
-    overlay.header.version.minor = DLPACK_MINOR_VERSION;
-  overlay.current_work_stream = overlay_stream;
   return dlx_table_capsule(&overlay);
 }
 
@@ -134,7 +152,7 @@ static PyObject *set_active_backend(PyObject *self, PyObject *arg) {
     PyErr_Format(PyExc_ValueError, "unknown backend '%s'", name);
     return NULL;
   }
-  active = b;
+  dlx_relaxed_store(&active, (int)b);
   Py_RETURN_NONE;
 }
 
@@ -155,14 +173,18 @@ static PyObject *provider_info(PyObject *self, PyObject *unused) {
   PyObject *d = PyDict_New();
   for (int b = 0; d && b < DLX_BACKEND_COUNT; ++b) {
     if (!providers[b].module) continue;
+    DLX_LOCK(&lock);
+    int resolved = providers[b].fn != NULL;
+    DLX_UNLOCK(&lock);
     PyObject *v = PyUnicode_FromFormat("%s.%s%s", providers[b].module, providers[b].attr,
-                                       providers[b].fn ? "" : " (not resolved yet)");
+                                       resolved ? "" : " (not resolved yet)");
     if (!v || PyDict_SetItemString(d, dlx_backend_name((dlx_backend)b), v)) Py_CLEAR(d);
     Py_XDECREF(v);
   }
   if (!d) return NULL;
-  return Py_BuildValue("{sssNsK}", "active", dlx_backend_name(active), "providers", d, "calls",
-                       dlx_stat_provider_calls);
+  return Py_BuildValue("{sssNsK}", "active",
+                       dlx_backend_name((dlx_backend)dlx_relaxed_load(&active)), "providers", d,
+                       "calls", dlx_relaxed_load(&dlx_stat_provider_calls));
 }
 
 static PyMethodDef provider_methods[] = {

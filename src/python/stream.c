@@ -15,13 +15,13 @@
  */
 #include "dlx_py.h"
 
-unsigned int dlx_stream_pending;
+DLX_ATOMIC(unsigned int) dlx_stream_pending;
 static _Thread_local int override_active;
 static _Thread_local uintptr_t override_handle;
 
 void dlx_stream_settle(const dlx_arg *argv, const dlx_slot *slots, int32_t n) {
   for (int32_t i = 0; i < n; ++i)
-    if (dlx_slot_deferred(&argv[i], &slots[i])) --dlx_stream_pending;
+    if (dlx_slot_deferred(&argv[i], &slots[i])) dlx_relaxed_sub(&dlx_stream_pending, 1);
 }
 
 int dlx_stream_override(uintptr_t *out) {
@@ -55,7 +55,7 @@ static PyObject *stream_push(PyObject *self, PyObject *arg) {
   if (parse_handle(arg, &h)) return NULL;
   PyObject *prev = override_active ? PyLong_FromSize_t(override_handle) : Py_NewRef(Py_None);
   if (!prev) return NULL;
-  if (!override_active) ++dlx_stream_pending;
+  if (!override_active) dlx_relaxed_add(&dlx_stream_pending, 1);
   override_active = 1;
   override_handle = h;
   return prev;
@@ -65,13 +65,13 @@ static PyObject *stream_push(PyObject *self, PyObject *arg) {
 static PyObject *stream_pop(PyObject *self, PyObject *prev) {
   (void)self;
   if (prev == Py_None) {
-    if (override_active) --dlx_stream_pending;
+    if (override_active) dlx_relaxed_sub(&dlx_stream_pending, 1);
     override_active = 0;
     Py_RETURN_NONE;
   }
   uintptr_t h;
   if (parse_handle(prev, &h)) return NULL;
-  if (!override_active) ++dlx_stream_pending;
+  if (!override_active) dlx_relaxed_add(&dlx_stream_pending, 1);
   override_active = 1;
   override_handle = h;
   Py_RETURN_NONE;
@@ -87,7 +87,7 @@ static PyObject *stream_current(PyObject *self, PyObject *unused) {
 
 /* ---- providers ---- */
 
-static PyObject *registry; /* {type: fn} */
+static PyObject *registry; /* {type: fn}, made at init; a dict locks itself */
 
 static PyObject *register_stream_provider(PyObject *self, PyObject *const *args, Py_ssize_t n) {
   (void)self;
@@ -107,7 +107,6 @@ static PyObject *register_stream_provider(PyObject *self, PyObject *const *args,
                  Py_TYPE(args[1])->tp_name);
     return NULL;
   }
-  if (!registry && !(registry = PyDict_New())) return NULL;
   if (args[1] == Py_None) {
     if (PyDict_DelItem(registry, args[0]) && !PyErr_ExceptionMatches(PyExc_KeyError)) return NULL;
     PyErr_Clear();
@@ -121,13 +120,15 @@ static PyObject *register_stream_provider(PyObject *self, PyObject *const *args,
 static PyObject *stream_providers(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
-  return registry ? PyDict_Copy(registry) : PyDict_New();
+  return PyDict_Copy(registry);
 }
 
-/* CuPy: the module object the cached function came from, and the function; whether it
- * takes the device (CuPy 13: get_current_stream(device_id=-1); before: no arguments). */
+/* CuPy: the module object the cached function came from, and the function (both under
+ * cupy_lock); whether it takes the device (CuPy 13: get_current_stream(device_id=-1);
+ * before: no arguments). */
 static PyObject *cupy_module, *cupy_get_stream;
-static int cupy_takes_device;
+static DLX_ATOMIC(int) cupy_takes_device;
+static dlx_mutex cupy_lock;
 
 /* The CuPy module in sys.modules (a new reference), or NULL (none, or an exception). */
 static PyObject *imported_cupy(void) {
@@ -161,7 +162,8 @@ static int is_cupy_array(PyObject *obj) {
 }
 
 /* The built-in provider's function for the CuPy now in sys.modules (looked up again only
- * when that module object changes). Borrowed; NULL with an exception. */
+ * when that module object changes). A new reference; NULL with an exception. The lookup
+ * runs unlocked (it is Python code); the pair is swapped in under the lock. */
 static PyObject *cupy_stream_fn(void) {
   PyObject *cupy = imported_cupy();
   if (!cupy) {
@@ -169,20 +171,29 @@ static PyObject *cupy_stream_fn(void) {
       PyErr_SetString(PyExc_RuntimeError, "a CuPy array was passed but cupy is not imported");
     return NULL;
   }
-  if (cupy != cupy_module) {
-    PyObject *cuda = PyObject_GetAttrString(cupy, "cuda");
-    PyObject *fn = cuda ? PyObject_GetAttrString(cuda, "get_current_stream") : NULL;
-    Py_XDECREF(cuda);
-    if (!fn) {
-      Py_DECREF(cupy);
-      return NULL;
-    }
-    Py_XSETREF(cupy_get_stream, fn);
-    Py_XSETREF(cupy_module, Py_NewRef(cupy));
-    cupy_takes_device = 1;
+  DLX_LOCK(&cupy_lock);
+  PyObject *fn = cupy == cupy_module ? Py_NewRef(cupy_get_stream) : NULL;
+  DLX_UNLOCK(&cupy_lock);
+  if (fn) {
+    Py_DECREF(cupy);
+    return fn;
   }
-  Py_DECREF(cupy);
-  return cupy_get_stream;
+  PyObject *cuda = PyObject_GetAttrString(cupy, "cuda");
+  fn = cuda ? PyObject_GetAttrString(cuda, "get_current_stream") : NULL;
+  Py_XDECREF(cuda);
+  if (!fn) {
+    Py_DECREF(cupy);
+    return NULL;
+  }
+  DLX_LOCK(&cupy_lock);
+  PyObject *old_fn = cupy_get_stream, *old_mod = cupy_module;
+  cupy_get_stream = Py_NewRef(fn);
+  cupy_module = cupy; /* our reference */
+  dlx_relaxed_store(&cupy_takes_device, 1);
+  DLX_UNLOCK(&cupy_lock);
+  Py_XDECREF(old_fn); /* outside the lock: a release may run Python code */
+  Py_XDECREF(old_mod);
+  return fn;
 }
 
 /* The object dlx_stream_provider_find hands out for the built-in CuPy provider. */
@@ -193,12 +204,8 @@ int dlx_stream_provider_find(PyObject *obj, PyObject **fn) {
   PyObject *mro = Py_TYPE(obj)->tp_mro;
   if (registry && mro && PyTuple_Check(mro)) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-      PyObject *f = PyDict_GetItemWithError(registry, PyTuple_GET_ITEM(mro, i));
-      if (f) { /* borrowed: nothing runs Python code before dlx_stream_provider_call */
-        *fn = f;
-        return 1;
-      }
-      if (PyErr_Occurred()) return -1;
+      int found = PyDict_GetItemRef(registry, PyTuple_GET_ITEM(mro, i), fn);
+      if (found) return found; /* 1: a reference of ours, for the call */
     }
   }
   int rc = is_cupy_array(obj);
@@ -207,18 +214,22 @@ int dlx_stream_provider_find(PyObject *obj, PyObject **fn) {
   return 1;
 }
 
+void dlx_stream_provider_release(PyObject *fn) {
+  if (fn && fn != CUPY_PROVIDER) Py_DECREF(fn);
+}
+
 int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out) {
   PyObject *r;
   if (fn == CUPY_PROVIDER) {
     /* A reference of our own: the call may run code that replaces the cached function. */
-    PyObject *get = Py_XNewRef(cupy_stream_fn()), *s = NULL;
+    PyObject *get = cupy_stream_fn(), *s = NULL;
     if (!get) return -1;
     /* The current stream of the array's device, which need not be CuPy's current device. */
-    if (cupy_takes_device) {
+    if (dlx_relaxed_load(&cupy_takes_device)) {
       s = PyObject_CallFunction(get, "i", (int)dev.device_id);
       if (!s && PyErr_ExceptionMatches(PyExc_TypeError)) { /* an older CuPy: no argument */
         PyErr_Clear();
-        cupy_takes_device = 0;
+        dlx_relaxed_store(&cupy_takes_device, 0);
       }
     }
     if (!s && !PyErr_Occurred()) s = PyObject_CallNoArgs(get);
@@ -233,7 +244,7 @@ int dlx_stream_provider_call(PyObject *fn, DLDevice dev, uintptr_t *out) {
       return -1;
     }
   } else {
-    Py_INCREF(fn); /* the provider may unregister itself */
+    /* (ours, from dlx_stream_provider_find: the provider may unregister itself) */
     r = PyObject_CallFunction(fn, "ii", (int)dev.device_type, (int)dev.device_id);
     Py_DECREF(fn);
     if (!r) return -1;
@@ -262,4 +273,7 @@ static PyMethodDef stream_methods[] = {
     {"_stream_providers", stream_providers, METH_NOARGS, "{type: fn} registered"},
     {NULL, NULL, 0, NULL}};
 
-int dlx_stream_init(PyObject *module) { return PyModule_AddFunctions(module, stream_methods); }
+int dlx_stream_init(PyObject *module) {
+  registry = PyDict_New();
+  return registry ? PyModule_AddFunctions(module, stream_methods) : -1;
+}

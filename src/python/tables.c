@@ -18,22 +18,71 @@
 
 #define MAX_PREV_API_DEPTH 16
 
+#if DLX_FREE_THREADED
+dlx_type_info *_Atomic dlx_type_cache[DLX_TYPE_CACHE_SIZE];
+_Atomic unsigned int dlx_provider_generation = 1; /* bumped on register: drops every entry */
+_Atomic unsigned int dlx_calls_active;
+dlx_type_info *_Atomic dlx_retired; /* entries no longer published, with their owners */
+#else
 dlx_type_info dlx_type_cache[DLX_TYPE_CACHE_SIZE];
 unsigned int dlx_provider_generation = 1; /* bumped on register: drops every entry */
+unsigned int dlx_calls_active;
+PyObject *dlx_retired; /* list, or NULL when empty */
+#endif
+/* Publishing an entry, retiring one, the provider views: short, no Python code inside. */
+static dlx_mutex cache_lock;
 static PyObject *providers;                  /* dict: type -> capsule */
 static struct {
   PyTypeObject *type;
   dlx_scratch_view_fn view;
-} provider_views[8]; /* dlx's own providers' fast views */
+} provider_views[8]; /* dlx's own providers' fast views (cache_lock) */
 static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
 /* list of (module name, type name, callback): run once, the first time a subclass of
  * that type is looked up, before its own table is read (how torch gets its table, or
  * its native one the NPU stream overlay, without `import dlx` ever compiling anything) */
 static PyObject *lazy_setups;
-unsigned long long dlx_stat_type_lookups;
-unsigned int dlx_calls_active;
-PyObject *dlx_retired; /* list, or NULL when empty */
+DLX_ATOMIC(unsigned long long) dlx_stat_type_lookups;
 
+#if DLX_FREE_THREADED
+/* Under cache_lock: `e` (no longer published, or never) waits for the calls in progress. */
+static void retire_locked(dlx_type_info *e) {
+  if (!e) return;
+  e->retired_next = atomic_load_explicit(&dlx_retired, memory_order_relaxed);
+  atomic_store_explicit(&dlx_retired, e, memory_order_relaxed);
+}
+
+static void free_entries(dlx_type_info *e) {
+  while (e) {
+    dlx_type_info *next = e->retired_next;
+    Py_XDECREF(e->owner);
+    free(e);
+    e = next;
+  }
+}
+
+/* The list is taken first and the count read after: a call that still holds one of its
+ * entries entered before that entry was unpublished, hence before it was listed, hence
+ * before the list was taken, and is counted unless it has left. */
+void dlx_release_retired(void) {
+  DLX_LOCK(&cache_lock);
+  dlx_type_info *list = atomic_exchange(&dlx_retired, NULL);
+  if (list && atomic_load(&dlx_calls_active) != 0) { /* a call came in: put them back */
+    dlx_type_info *tail = list;
+    while (tail->retired_next) tail = tail->retired_next;
+    tail->retired_next = atomic_load_explicit(&dlx_retired, memory_order_relaxed);
+    atomic_store_explicit(&dlx_retired, list, memory_order_relaxed);
+    list = NULL;
+  }
+  DLX_UNLOCK(&cache_lock);
+  if (!list) return;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb); /* destructors must not see (or eat) a pending error */
+  free_entries(list);
+  PyErr_Restore(et, ev, tb);
+}
+
+void dlx_retire_owner(PyObject *owner) { Py_XDECREF(owner); } /* entries carry theirs */
+#else
 void dlx_retire_owner(PyObject *owner) {
   if (!owner) return;
   if (!dlx_calls_active) {
@@ -59,6 +108,7 @@ void dlx_release_retired(void) {
   Py_XDECREF(r);
   PyErr_Restore(et, ev, tb);
 }
+#endif
 
 /* A table header at `p` that a producer vouches for may still be garbage (a stale
  * legacy int, a wild prev_api): probe before reading it. */
@@ -158,12 +208,18 @@ static int run_lazy_setup(PyTypeObject *tp) {
     int sub = PyType_Check(base) && PyType_IsSubtype(tp, (PyTypeObject *)base);
     Py_DECREF(base);
     if (!sub) continue;
-    Py_ssize_t at = PySequence_Index(lazy_setups, entry); /* by identity of the tuple */
-    if (at < 0) { /* already run by a nested call */
+    /* Found and taken out in one step: of threads meeting the type at once, one runs it. */
+    Py_ssize_t at;
+    int del = 0;
+    Py_BEGIN_CRITICAL_SECTION(lazy_setups);
+    at = PySequence_Index(lazy_setups, entry); /* by identity of the tuple */
+    if (at >= 0) del = PySequence_DelItem(lazy_setups, at);
+    Py_END_CRITICAL_SECTION();
+    if (at < 0) { /* already run by a nested call, or another thread */
       PyErr_Clear();
       continue;
     }
-    if (PySequence_DelItem(lazy_setups, at)) break;
+    if (del) break;
     PyObject *r = PyObject_CallNoArgs(PyTuple_GET_ITEM(entry, 2));
     if (!r) break;
     Py_DECREF(r);
@@ -235,17 +291,18 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
   /* Providers are registered for exact types; walking the MRO serves subclasses. */
   PyObject *mro = tp->tp_mro;
   for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
-    PyObject *cap = PyDict_GetItemWithError(providers, PyTuple_GET_ITEM(mro, i));
-    if (cap) {
-      attr = Py_NewRef(cap);
+    int found = PyDict_GetItemRef(providers, PyTuple_GET_ITEM(mro, i), &attr);
+    if (found > 0) {
       info->api = dlx_table_from_capsule(attr, who);
       if (!info->api) goto fail;
+      DLX_LOCK(&cache_lock);
       for (size_t k = 0; k < sizeof provider_views / sizeof provider_views[0]; ++k)
         if ((PyObject *)provider_views[k].type == PyTuple_GET_ITEM(mro, i))
           info->scratch_view = provider_views[k].view;
+      DLX_UNLOCK(&cache_lock);
       goto table;
     }
-    if (PyErr_Occurred()) return -1;
+    if (found < 0) return -1;
   }
   int has = PyObject_HasAttr((PyObject *)tp, str_dlpack);
   if (has) {
@@ -267,21 +324,52 @@ fail:
   return -1;
 }
 
+/* What discover found, as an entry: tags read after the lookups (which gave the type a
+ * valid tag), and the in-line view where the call loops may take it. */
+static void fill_entry(PyTypeObject *tp, dlx_type_info *fresh, unsigned int generation) {
+  fresh->version_tag = dlx_tag_of(tp);
+  fresh->meta_version_tag = dlx_tag_of(Py_TYPE(tp));
+  fresh->generation = generation;
+  /* Scalars are read as scalars before any table is asked (dlx_convert_arg), also when
+   * a provider was registered for their type: the in-line view must not overtake that. */
+  if (fresh->source == DLX_SRC_TABLE && !fresh->scratch_view && tp != &PyLong_Type &&
+      tp != &PyFloat_Type && tp != &PyBool_Type && tp != Py_TYPE(Py_None))
+    fresh->view = fresh->api->dltensor_from_py_object_no_sync;
+}
+
+#if DLX_FREE_THREADED
 const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
-  dlx_type_info *e = dlx_type_slot(tp);
+  dlx_relaxed_add(&dlx_stat_type_lookups, 1);
+  /* Read before discovering: a provider registered meanwhile makes this entry stale. */
+  unsigned int generation = atomic_load(&dlx_provider_generation);
+  dlx_type_info fresh = {0};
+  fresh.type = tp;
+  if (discover(tp, &fresh)) return NULL;
+  fill_entry(tp, &fresh, generation);
+  dlx_type_info *e = aligned_alloc(_Alignof(dlx_type_info), sizeof *e);
+  if (!e) {
+    Py_XDECREF(fresh.owner);
+    PyErr_NoMemory();
+    return NULL;
+  }
+  *e = fresh;
+  int cacheable = dlx_version_tag_valid(tp) && dlx_version_tag_valid(Py_TYPE(tp));
+  DLX_LOCK(&cache_lock);
+  if (cacheable && generation == atomic_load(&dlx_provider_generation))
+    retire_locked(atomic_exchange(&dlx_type_cache[dlx_type_index(tp)], e));
+  else
+    retire_locked(e); /* for this call only: freed after it (the caller is a call) */
+  DLX_UNLOCK(&cache_lock);
+  return e;
+}
+#else
+const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
+  dlx_type_info *e = &dlx_type_cache[dlx_type_index(tp)];
   ++dlx_stat_type_lookups;
   dlx_type_info fresh = {0};
   fresh.type = tp;
   if (discover(tp, &fresh)) return NULL;
-  /* The lookups above gave the type a valid tag; read it only now. */
-  fresh.version_tag = tp->tp_version_tag;
-  fresh.meta_version_tag = Py_TYPE(tp)->tp_version_tag;
-  fresh.generation = dlx_provider_generation;
-  /* Scalars are read as scalars before any table is asked (dlx_convert_arg), also when
-   * a provider was registered for their type: the in-line view must not overtake that. */
-  if (fresh.source == DLX_SRC_TABLE && !fresh.scratch_view && tp != &PyLong_Type &&
-      tp != &PyFloat_Type && tp != &PyBool_Type && tp != Py_TYPE(Py_None))
-    fresh.view = fresh.api->dltensor_from_py_object_no_sync;
+  fill_entry(tp, &fresh, dlx_provider_generation);
   PyObject *old = e->owner;
   *e = fresh;
   if (old && old == e->owner)
@@ -291,21 +379,31 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   if (!dlx_version_tag_valid(tp) || !dlx_version_tag_valid(Py_TYPE(tp))) e->type = NULL; /* uncacheable: keep it for this call only */
   return e;
 }
+#endif
 
 int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_fn view) {
   if (!dlx_table_from_capsule(capsule, tp->tp_name)) return -1;
   if (PyDict_SetItem(providers, (PyObject *)tp, capsule)) return -1;
   size_t n = sizeof provider_views / sizeof provider_views[0], k = 0;
+  DLX_LOCK(&cache_lock);
   while (k < n && provider_views[k].type && provider_views[k].type != tp) ++k;
   if (k < n) {
     if (!provider_views[k].type) Py_INCREF(tp);
     provider_views[k].type = tp;
     provider_views[k].view = view; /* a re-registration without a view drops the old one */
   }
-  ++dlx_provider_generation;
   /* Every entry is asked afresh (its owner stays until refilled, then is retired as on
    * any refill): the hit test need not compare generations on every call. */
+#if DLX_FREE_THREADED
+  atomic_fetch_add(&dlx_provider_generation, 1);
+  for (size_t i = 0; i < DLX_TYPE_CACHE_SIZE; ++i)
+    retire_locked(atomic_exchange(&dlx_type_cache[i], NULL));
+  DLX_UNLOCK(&cache_lock);
+  if (atomic_load(&dlx_calls_active) == 0) dlx_release_retired();
+#else
+  ++dlx_provider_generation;
   for (size_t i = 0; i < DLX_TYPE_CACHE_SIZE; ++i) dlx_type_cache[i].type = NULL;
+#endif
   return 0;
 }
 
