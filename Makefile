@@ -11,7 +11,8 @@ VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
 VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/fixtures
 
 .PHONY: all build setup setup-debian venv build-venv demo test test-venv test-c test-python test-python-venv \
-        newer test-python-newer test-install bench bench-ir clean sanitize fuzz fuzz-build
+        newer test-python-newer ft test-python-ft test-install bench bench-ir clean sanitize fuzz \
+        fuzz-build
 SAN_BUILD    ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 300
@@ -41,7 +42,8 @@ demo: build
 # numpy 1.24), under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi) and
 # under the newest CPython 3.12+ there is (numpy 2); the install test.
 test: build build-venv
-	$(MAKE) --no-print-directory test-c test-python test-python-venv test-python-newer test-install
+	$(MAKE) --no-print-directory test-c test-python test-python-venv test-python-newer test-python-ft \
+	  test-install
 
 test-venv: build-venv
 	$(MAKE) --no-print-directory test-python-venv
@@ -72,6 +74,23 @@ newer: setup-debian
 
 test-python-newer: newer
 	@if [ -x $(NEWER_PYTHON) ]; then $(NEWER_RUN) -m pytest tests/python -q -p no:cacheprovider; fi
+
+# The Python tests under a free-threaded CPython (3.13t, no GIL), in .venv-ft with numpy
+# only (scripts/free_threaded_python.sh builds the interpreter once per machine, outside the
+# tree; DLX_FT_PYTHON picks one). None can be made: said, skipped.
+FT_VENV   ?= .venv-ft
+FT_BUILD  ?= build-ft
+FT_PYTHON := $(CURDIR)/$(FT_VENV)/bin/python
+FT_RUN     = PYTHONPATH=$(CURDIR)/$(FT_BUILD)/fixtures DLX_BUILD_DIR=$(CURDIR)/$(FT_BUILD) $(FT_PYTHON)
+ft: setup-debian
+	@py=$$(bash scripts/free_threaded_python.sh); \
+	if [ -z "$$py" ]; then echo "$(FT_VENV): skipped: no free-threaded CPython could be made"; \
+	  rm -rf $(FT_VENV); exit 0; fi; \
+	DLX_VENV_PYTHON=$$py bash scripts/setup_venv.sh $(CURDIR)/$(FT_VENV) $(CURDIR)/$(FT_BUILD) \
+	  $(CURDIR)/scripts/ft-requirements.txt
+
+test-python-ft: ft
+	@if [ -x $(FT_PYTHON) ]; then $(FT_RUN) -m pytest tests/python -q -p no:cacheprovider; fi
 
 # The wheel, installed into a fresh venv, used from outside the tree (tests/install/run.sh).
 test-install:
@@ -142,4 +161,4 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(FT_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
