@@ -99,24 +99,30 @@ test-install:
 # Times per call (python -m dlx bench) under both interpreters, and .venv-newer's where there
 # is one; the peers' rows appear once `make bench-ir` has built them for that interpreter.
 PYTHON_PREFIX = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
-bench: build build-venv newer
+bench: build build-venv newer ft
 	PYTHONPATH=$(PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX))) $(PYTHON) -m dlx bench
 	PYTHONPATH=$(VENV_PYPATH) DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(VENV))) $(VENV_PYTHON) -m dlx bench
 	@if [ -x $(NEWER_PYTHON) ]; then \
 	  DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(NEWER_VENV))) $(NEWER_RUN) -m dlx bench; fi
+	@if [ -x $(FT_PYTHON) ]; then \
+	  DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(FT_VENV))) $(FT_RUN) -m dlx bench; fi
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_processes.py  # pickle, Dask
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_torch_ops.py  # torch operators (dlx.torch.register)
+	# one thread vs two: a GIL build (plain and nogil kernels), the free-threaded one
+	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_threads.py
+	@if [ -x $(FT_PYTHON) ]; then $(FT_RUN) bench/bench_threads.py; fi
 
 # Instruction counts per call under callgrind, with the peers (bench/bench_ir.py), under
-# Debian's interpreter (torch 1.13 addon, numpy 1.24), the venv (torch 2.13, numpy 2, tvm-ffi)
-# and .venv-newer's where there is one (numpy 2 only; lib.k(...) specialized from 3.12 on).
+# Debian's interpreter (torch 1.13 addon, numpy 1.24), the venv (torch 2.13, numpy 2, tvm-ffi),
+# .venv-newer's where there is one (numpy 2 only; lib.k(...) specialized from 3.12 on) and
+# .venv-ft's (free-threaded 3.13t: what the synchronisation costs per call, next to 3.13's).
 # nanobind is pinned in the venv; Debian's interpreter, which gets no pip packages, compiles
 # the venv's copy of its headers and sources (expanded after build-venv has made it).
 VENV_NANOBIND = $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python*/site-packages/nanobind))
 # Each run ends with the issue's Ir budgets, met or not; a budget not met fails the target
 # (exit 3), after every interpreter has run.
-bench-ir: build build-venv newer
+bench-ir: build build-venv newer ft
 	status=0; \
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(PYTHON_PREFIX)) \
 	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; \
@@ -125,6 +131,8 @@ bench-ir: build build-venv newer
 	PYTHONPATH=$(VENV_PYPATH) $(VENV_PYTHON) bench/bench_ir_jax.py || status=$$?; \
 	if [ -x $(NEWER_PYTHON) ]; then $(NEWER_RUN) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(NEWER_VENV)) \
 	  $(if $(VENV_NANOBIND),--nanobind $(VENV_NANOBIND)) || status=$$?; fi; \
+	if [ -x $(FT_PYTHON) ]; then $(FT_RUN) bench/bench_ir.py --out $(BUILD)/bench-ir/$(notdir $(FT_VENV)) \
+	  || status=$$?; fi; \
 	exit $$status
 
 # ASan+UBSan build of everything in $(SAN_BUILD): the C tests with leak detection, the

@@ -19,6 +19,11 @@ FIXTURE_TARGET = str(ROOT / "tests" / "python" / "check_targets" / "fixture_targ
 # Defects issue 7 fixes in dlx's own tables. Until then these checks FAIL; the fix makes
 # this test fail too: delete the entry with the fix (that is the fix's regression test).
 KNOWN_NUMPY = {}  # issue 7 items 2, 12 and 13 fixed: every malformed import is refused
+# Under a free-threaded CPython (3.13t) only: import.no_leak finds ~440 traced bytes per
+# numpy import left after 200 (each deleter ran once; none under the GIL builds). Open
+# (issue 23): whether numpy's cp313t import or dlx keeps them is not yet known.
+if __import__("sysconfig").get_config_var("Py_GIL_DISABLED"):
+    KNOWN_NUMPY = {"import.no_leak"}
 
 # What torch's own table (torch >= 2.10, e.g. 2.13 in .venv) does with malformed imports:
 # crashes (SIGSEGV, SIGABRT) or fails without running the producer's deleter. Upstream's

@@ -1,0 +1,94 @@
+"""make bench: calls per second of a ~2 us CPU kernel from one thread and from two (issue 23),
+each thread on its own arrays. Under a free-threaded CPython (3.13t) both threads run at
+once (goal: two reach >= 1.8x one on 2 cores); under a GIL build a plain kernel shows the
+contrast (about 1x: the GIL serializes) and a `nogil` kernel what releasing it buys.
+
+    python bench/bench_threads.py [--seconds S]
+
+A benchmark, not a test: the numbers depend on what else the machine runs."""
+import argparse
+import sys
+import threading
+import time
+
+import numpy as np
+
+import dlx
+
+SOURCE = r"""
+#include <dlx/dlx.h>
+static int axpy(dlx_call *call) {
+  DLTensor *x, *y;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &y)) return -1;
+  const float *a = (const float *)x->data;
+  float *b = (float *)y->data;
+  for (int64_t i = 0; i < x->shape[0]; ++i) b[i] = b[i] * 0.5f + a[i];
+  return 0;
+}
+DLX_KERNEL(axpy_gil, "x: f32[n] contig, y: f32[n] mut contig") { return axpy(call); }
+DLX_KERNEL(axpy_nogil, "x: f32[n] contig, y: f32[n] mut contig; nogil") { return axpy(call); }
+"""
+
+
+def rate(kernel, n, threads, seconds):
+    """Calls per second of all `threads` together, each on private arrays of n floats."""
+    counts = [0] * threads
+    start = threading.Barrier(threads + 1)
+    stop = threading.Event()
+
+    def run(t):
+        x = np.ones(n, np.float32)
+        y = np.zeros(n, np.float32)
+        start.wait()
+        c = 0
+        while not stop.is_set():
+            for _ in range(100):
+                kernel(x, y)
+            c += 100
+        counts[t] = c
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in ts:
+        t.join()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def calibrate(kernel, target_us=2.0):
+    """Array length for which one call takes about target_us on this machine."""
+    n = 64
+    while True:
+        x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            kernel(x, y)
+        us = (time.perf_counter() - t0) / 2000 * 1e6
+        if us >= 0.8 * target_us or n >= 1 << 22:
+            return n, us
+        n = int(n * max(1.1, min(4.0, target_us / max(us, 0.05))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=1.0)
+    args = ap.parse_args()
+    lib = dlx.load_inline(SOURCE, name="bench_threads")
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    print(f"threads: {sys.version.split()[0]}, GIL {'enabled' if gil else 'disabled'}; "
+          f"calls/s of a ~2 us kernel on private arrays")
+    kernels = [("plain", lib.axpy_gil)] + ([("nogil", lib.axpy_nogil)] if gil else [])
+    for what, k in kernels:
+        n, us = calibrate(k)
+        one = rate(k, n, 1, args.seconds)
+        two = rate(k, n, 2, args.seconds)
+        print(f"  {what:6} kernel ({n} floats, {us:.2f} us/call): 1 thread {one:,.0f}/s, "
+              f"2 threads {two:,.0f}/s: {two / one:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
