@@ -11,7 +11,7 @@ VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
 VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/fixtures
 
 .PHONY: all build setup setup-debian venv build-venv demo test test-venv test-c test-python test-python-venv \
-        newer test-python-newer ft test-python-ft test-install bench bench-ir clean sanitize fuzz \
+        newer test-python-newer ft test-python-ft tsan test-install bench bench-ir clean sanitize fuzz \
         fuzz-build
 SAN_BUILD    ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
@@ -160,6 +160,16 @@ sanitize: setup-debian
 	  PYTEST_ADDOPTS='--capture=sys $(SAN_DESELECT) '"$$PYTEST_ADDOPTS" \
 	  $(MAKE) --no-print-directory test-python BUILD=$(SAN_BUILD)
 
+# ThreadSanitizer (clang) over the C core's pieces that threads share (the build lock, temp
+# names, the kernel build driver), driven by threads in tests/c/test_threads.c. Only the core
+# and that test are built (TSAN_BUILD): a minute or so.
+TSAN_BUILD ?= build-tsan
+tsan: setup-debian
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DPython3_EXECUTABLE=$(PYTHON) -DDLX_SANITIZE=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) -j2 --target test_threads
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch -R $(TSAN_BUILD)/tests/test_threads
+
 # libFuzzer targets (tests/fuzz/fuzz_*.c, clang) in $(FUZZ_BUILD), FUZZ_SECONDS each.
 fuzz-build: setup-debian
 	@cmake -S tests/fuzz -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang >/dev/null
@@ -169,4 +179,4 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(FT_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(FT_BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
