@@ -19,11 +19,6 @@ FIXTURE_TARGET = str(ROOT / "tests" / "python" / "check_targets" / "fixture_targ
 # Defects issue 7 fixes in dlx's own tables. Until then these checks FAIL; the fix makes
 # this test fail too: delete the entry with the fix (that is the fix's regression test).
 KNOWN_NUMPY = {}  # issue 7 items 2, 12 and 13 fixed: every malformed import is refused
-# Under a free-threaded CPython (3.13t) only: import.no_leak finds ~440 traced bytes per
-# numpy import left after 200 (each deleter ran once; none under the GIL builds). Open
-# (issue 23): whether numpy's cp313t import or dlx keeps them is not yet known.
-if __import__("sysconfig").get_config_var("Py_GIL_DISABLED"):
-    KNOWN_NUMPY = {"import.no_leak"}
 
 # What torch's own table (torch >= 2.10, e.g. 2.13 in .venv) does with malformed imports:
 # crashes (SIGSEGV, SIGABRT) or fails without running the producer's deleter. Upstream's
@@ -51,8 +46,17 @@ def fixture(variant, attr="capsule", select=None, monkeypatch=None):
     return check.run(FIXTURE_TARGET, select=select)
 
 
+# Under a free-threaded CPython (3.13t) the checker's import.no_leak reports 87704 traced
+# bytes and ~10 MiB resident after 200 imports for every table alike (numpy's and the
+# fixture's, byte for byte): the checker's own producer machinery, not a table, keeps them
+# there; its deleters run once. Left out of the verdicts there until the checker measures
+# it another way (issue 23, open).
+FT_UNRELIABLE = ({"import.no_leak"} if __import__("sysconfig").get_config_var("Py_GIL_DISABLED")
+                 else set())
+
+
 def failures(report):
-    return {c.name: c.reason for c in report.failed}
+    return {c.name: c.reason for c in report.failed if c.name not in FT_UNRELIABLE}
 
 
 # ---- dlx's own tables: everything passes (but the known, filed defects) ----------
@@ -77,7 +81,7 @@ def test_numpy_table_conforms(numpy_report):
     for name in ("find.consumer", "export.managed.strided", "export.managed.sliced",
                  "export.managed.readonly", "export.owner_alive", "export.no_leak",
                  "import.round_trip", "import.foreign", "import.no_leak", "allocator.shapes"):
-        assert r[name].status == "PASS", r[name]
+        assert r[name].status == "PASS" or name in FT_UNRELIABLE, r[name]
     assert "float64" in r["allocator.shapes"].reason and "complex128" in r["export.managed.dtypes"].reason
     assert r["allocator.set_error.bad_dtype"].reason.startswith("SetError(TypeError, 'numpy has no dtype")
     assert r["allocator.set_error.bad_device"].reason.startswith("SetError(ValueError, ")
@@ -181,7 +185,7 @@ def test_torch_npu_streams_through_torch_npu_stream(tmp_path):
 
 def test_fixture_full_table_passes_everything(monkeypatch):
     r = fixture("full", monkeypatch=monkeypatch)
-    assert r.ok and r.counts() == {"PASS": len(r.checks), "FAIL": 0, "SKIP": 0}, r.text()
+    assert not failures(r) and r.counts()["SKIP"] == 0, r.text()
     names = [c.name for c in r.checks]
     for d in ("2:0", "10:0", "12:1"):  # the target's DEVICES, each with its stream API
         assert f"streams.threads[{d}]" in names
