@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "dlx_cache.h"
+#include "dlx_cache_lock.h"
 #include "dlx_kernel_build.h"
 
 #define THREADS 8
