@@ -21,7 +21,10 @@ if [ -w /var/cache ] || [ "$(id -u)" = 0 ]; then cache=${DLX_FT_CACHE:-/var/cach
 else cache=${DLX_FT_CACHE:-$HOME/.cache/dlx}; fi
 prefix=$cache/python$version-ft
 py=$prefix/bin/python${version}t
-works() { "$py" -c 'import sys, venv, ssl, ctypes; assert not sys._is_gil_enabled()' 2>/dev/null; }
+works() {  # built --disable-gil, with what pip, venv and the tests need
+  "$py" -c 'import sysconfig, venv, ssl, ctypes; assert sysconfig.get_config_var("Py_GIL_DISABLED")' \
+    2>/dev/null
+}
 if works; then echo "$py"; exit 0; fi
 
 mkdir -p "$cache" || exit 0
