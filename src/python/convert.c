@@ -553,8 +553,13 @@ int dlx_convert_str(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot) 
 int dlx_is_complex(PyObject *obj) {
   if (PyComplex_Check(obj)) return 1;
   if (PyFloat_Check(obj) || PyLong_Check(obj)) return 0;
-  static PyObject *complex_abc, *real_abc; /* numbers.Complex, numbers.Real */
-  if (!complex_abc) {
+  /* numbers.Complex, numbers.Real: kept for the process once set (both under names_lock:
+   * without a GIL another thread must never see one set and not the other) */
+  static PyObject *complex_abc, *real_abc;
+  DLX_LOCK(&names_lock);
+  PyObject *cabc = complex_abc, *rabc = real_abc;
+  DLX_UNLOCK(&names_lock);
+  if (!cabc) { /* looked up unlocked (an import); the first pair kept */
     PyObject *numbers = PyImport_ImportModule("numbers");
     PyObject *c = numbers ? PyObject_GetAttrString(numbers, "Complex") : NULL;
     PyObject *r = c ? PyObject_GetAttrString(numbers, "Real") : NULL;
@@ -563,12 +568,23 @@ int dlx_is_complex(PyObject *obj) {
       Py_XDECREF(c);
       return -1;
     }
-    complex_abc = c;
-    real_abc = r;
+    DLX_LOCK(&names_lock);
+    int first = !complex_abc;
+    if (first) {
+      complex_abc = c;
+      real_abc = r;
+    }
+    cabc = complex_abc;
+    rabc = real_abc;
+    DLX_UNLOCK(&names_lock);
+    if (!first) {
+      Py_DECREF(c);
+      Py_DECREF(r);
+    }
   }
-  int c = PyObject_IsInstance(obj, complex_abc);
+  int c = PyObject_IsInstance(obj, cabc);
   if (c <= 0) return c;
-  int r = PyObject_IsInstance(obj, real_abc);
+  int r = PyObject_IsInstance(obj, rabc);
   return r < 0 ? -1 : !r;
 }
 
