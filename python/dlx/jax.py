@@ -89,7 +89,7 @@ def register(lib):
     use); name -> FFI target name. Calling it again returns the same mapping."""
     out = {}
     for name in lib.kernels:
-        k = getattr(lib, name)
+        k = lib[name]
         if k._plan is None:
             continue
         _kernel_id(k)

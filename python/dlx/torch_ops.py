@@ -106,7 +106,7 @@ def _build(torch, lib, namespace):
         raise RuntimeError(f"dlx.torch.register: torch refuses namespace {namespace!r}: {e}") from e
     ops, skipped, kernels = {}, {}, {}
     for name in lib.kernels:
-        k = getattr(lib, name)
+        k = lib[name]
         if k.signature is None:
             skipped[name] = ("no declared signature: declare a signature, "
                              f'DLX_KERNEL({name}, "x: f32[n], ...")')
