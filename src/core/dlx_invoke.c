@@ -33,8 +33,17 @@ static int vfail(invoke_state *st, const char *kind, const char *fmt, va_list ap
   size_t n = strlen(inv->name);
   if (strncmp(msg, inv->name, n) == 0 && strncmp(msg + n, "(): ", 4) == 0)
     snprintf(inv->error, sizeof inv->error, "%s", msg); /* the kernel named itself */
-  else
-    snprintf(inv->error, sizeof inv->error, "%s(): %s", inv->name, msg);
+  else { /* "name(): msg", cut at the end: the message's tail is lost, never the name */
+    size_t cap = sizeof inv->error - 1, at = 0;
+    const char *parts[3] = {inv->name, "(): ", msg};
+    for (int i = 0; i < 3; ++i) {
+      size_t len = strlen(parts[i]);
+      if (len > cap - at) len = cap - at;
+      memcpy(inv->error + at, parts[i], len);
+      at += len;
+    }
+    inv->error[at] = '\0';
+  }
   return -1;
 }
 
