@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(sizeof(((dlx_invoke_proof *)0)->value) / sizeof(int64_t) == DLX_SIG_MAX_SYMBOLS,
+               "dlx_invoke_proof holds every size symbol");
+
 #define FSCRATCH 512 /* doubles for dlx_arg_floats of ints arguments, all of one call */
 
 typedef struct invoke_state {
@@ -210,7 +213,10 @@ static int check_args(invoke_state *st) {
   return 0;
 }
 
-int dlx_invoke_run(dlx_invoke *inv) {
+/* run (checked NULL: check the arguments first; proof_out: keep what the check bound),
+ * or only check (fn not called when check_only). */
+static int invoke(dlx_invoke *inv, const dlx_invoke_proof *checked, dlx_invoke_proof *proof_out,
+                  int check_only) {
   invoke_state st;
   st.pub = (dlx_call){.rt = &invoke_runtime, .args = inv->args, .num_args = inv->nargs,
                       .device = inv->device, .stream = inv->stream};
@@ -231,10 +237,21 @@ int dlx_invoke_run(dlx_invoke *inv) {
     if (inv->out && inv->nout != inv->plan->nresults)
       return fail(&st, "RuntimeError", "the caller provides %d result(s) where the signature "
                   "declares %d", (int)inv->nout, (int)inv->plan->nresults);
-    if (check_args(&st)) return -1;
+    if (checked) { /* the caller's proof: same plan, same shapes as when it was checked */
+      if (inv->nargs != inv->plan->nparams)
+        return fail(&st, "TypeError", "takes %d argument(s), %d given", (int)inv->plan->nparams,
+                    (int)inv->nargs);
+      memcpy(st.binds.value, checked->value, sizeof(int64_t) * (size_t)inv->plan->nsymbols);
+    } else {
+      if (check_args(&st)) return -1;
+      if (proof_out)
+        memcpy(proof_out->value, st.binds.value, sizeof(int64_t) * (size_t)inv->plan->nsymbols);
+    }
   } else {
+    if (checked || proof_out) return fail(&st, "RuntimeError", "no plan to check against");
     st.max_results = inv->out ? inv->nout : DLX_SIG_MAX_RESULTS;
   }
+  if (check_only) return 0;
   int rc = inv->fn(&st.pub);
   if (rc != 0 || st.failed) {
     if (!st.failed)
@@ -246,6 +263,16 @@ int dlx_invoke_run(dlx_invoke *inv) {
     return fail(&st, "RuntimeError", "returned %d of the %d result(s) %s", (int)inv->produced,
                 (int)want, inv->plan ? "its signature declares" : "the caller provides");
   return 0;
+}
+
+int dlx_invoke_run(dlx_invoke *inv) { return invoke(inv, NULL, NULL, 0); }
+
+int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof) {
+  return invoke(inv, NULL, proof, 1);
+}
+
+int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof) {
+  return invoke(inv, proof, NULL, 0);
 }
 
 /* ---- a compiled call's inputs to arguments ------------------------------------------ */
@@ -384,4 +411,6 @@ const dlx_invoke_api dlx_invoke_api_v1 = {
     .nparams = plan_nparams,
     .nresults = plan_nresults,
     .find = dlx_attr_find,
+    .check = dlx_invoke_check,
+    .run_checked = dlx_invoke_run_checked,
 };
