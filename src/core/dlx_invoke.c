@@ -21,6 +21,7 @@ typedef struct invoke_state {
   int32_t max_results;
   int32_t fused; /* doubles of fscratch in use */
   dlx_sig_bindings binds;
+  uint64_t made;  /* bit i: as_floats[i] is set (a mask, not a loop clearing pointers) */
   const double *as_floats[DLX_SIG_MAX_PARAMS];
   double fscratch[FSCRATCH];
 } invoke_state;
@@ -142,7 +143,7 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
   if (i < 0 || i >= call->num_args || call->args[i].kind != DLX_ARG_INTS)
     return fail(st, "TypeError", "argument %d: expected a tuple or list of floats", (int)i);
   int64_t len = call->args[i].value.seq->len;
-  if (!st->as_floats[i]) {
+  if (!(st->made >> i & 1)) {
     if (len > FSCRATCH - st->fused)
       return fail(st, "ValueError", "argument %d: %lld ints are more than a traced call converts "
                   "to floats (%d in all)", (int)i, (long long)len, FSCRATCH);
@@ -151,6 +152,7 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
     for (int64_t j = 0; j < len; ++j) f[j] = (double)iv[j];
     st->fused += (int32_t)len;
     st->as_floats[i] = f;
+    st->made |= (uint64_t)1 << i;
   }
   *v = st->as_floats[i];
   *n = (int32_t)len;
@@ -231,7 +233,7 @@ static int invoke(dlx_invoke *inv, const dlx_invoke_proof *checked, dlx_invoke_p
     return fail(&st, "TypeError", "%d arguments: out of range", (int)inv->nargs);
   if (inv->nout < 0 || inv->nout > DLX_SIG_MAX_RESULTS || (inv->nout && !inv->out && !inv->allocate))
     return fail(&st, "RuntimeError", "%d results without a place for them", (int)inv->nout);
-  for (int32_t i = 0; i < inv->nargs; ++i) st.as_floats[i] = NULL;
+  st.made = 0;
   if (inv->plan) {
     st.max_results = inv->plan->nresults;
     if (inv->out && inv->nout != inv->plan->nresults)

@@ -79,9 +79,12 @@ typedef struct instance {
   dlx_arg args[64];            /* scalars and Nones as bound; tensors set per call */
   dlx_bind_store store;        /* the str arguments that args point into */
   dlx_invoke_proof proof;      /* the size symbols the check bound */
-  XLA_FFI_DataType xdtype[MAX_BUFFERS];
-  DLDataType dtype[MAX_BUFFERS];
-  int32_t rank[MAX_BUFFERS], off[MAX_BUFFERS];
+  struct proved {           /* each buffer as checked: args, then rets */
+    XLA_FFI_DataType xdtype;
+    int32_t rank;
+    DLDataType dtype;
+    const int64_t *dims, *strides; /* into the arrays below */
+  } buf[MAX_BUFFERS];
   int64_t dims[MAX_DIMS], strides[MAX_DIMS]; /* the checked shapes; their row-major strides */
 } instance;
 
@@ -249,37 +252,39 @@ static XLA_FFI_Error *run_error(const XLA_FFI_Api *x, const dlx_invoke *inv, cha
 
 /* A proved call site: its buffers (same dtypes and shapes as proved, compared) to
  * DLTensors, the arguments from the instance, the kernel run without the checks. */
+static inline int fill(DLTensor *t, const XLA_FFI_Buffer *b, const struct proved *p,
+                       DLDevice dev) {
+  if (b->dtype != p->xdtype || b->rank != p->rank) return -1;
+  for (int32_t d = 0; d < p->rank; ++d)
+    if (b->dims[d] != p->dims[d]) return -1;
+  t->data = b->data;
+  t->device = dev;
+  t->ndim = p->rank;
+  t->dtype = p->dtype;
+  t->shape = b->dims;
+  t->strides = (int64_t *)p->strides;
+  t->byte_offset = 0;
+  return 0;
+}
+
 static XLA_FFI_Error *run_proved(XLA_FFI_CallFrame *cf, const instance *in, DLDevice dev,
                                  void *stream) {
   const XLA_FFI_Api *x = cf->api;
-  int64_t nargs = cf->args.size, nrets = cf->rets.size;
+  const int32_t na = in->nargs, nr = in->nrets;
   DLTensor t[MAX_BUFFERS], *outs[16 /* DLX_SIG_MAX_RESULTS */];
-  if (nargs != in->nargs || nrets != in->nrets) goto changed;
-  for (int32_t i = 0; i < in->nargs + in->nrets; ++i) {
-    XLA_FFI_Buffer *b;
-    if (i < in->nargs) {
-      if (cf->args.types[i] != XLA_FFI_ArgType_BUFFER) goto changed;
-      b = cf->args.args[i];
-    } else {
-      if (cf->rets.types[i - in->nargs] != XLA_FFI_RetType_BUFFER) goto changed;
-      b = cf->rets.rets[i - in->nargs];
-    }
-    const int64_t *dims = in->dims + in->off[i];
-    if (b->dtype != in->xdtype[i] || b->rank != in->rank[i]) goto changed;
-    for (int32_t d = 0; d < in->rank[i]; ++d)
-      if (b->dims[d] != dims[d]) goto changed;
-    t[i].data = b->data;
-    t[i].device = dev;
-    t[i].ndim = in->rank[i];
-    t[i].dtype = in->dtype[i];
-    t[i].shape = b->dims;
-    t[i].strides = (int64_t *)(in->strides + in->off[i]);
-    t[i].byte_offset = 0;
-  }
+  if (cf->args.size != na || cf->rets.size != nr) goto changed;
+  for (int32_t i = 0; i < na; ++i)
+    if (cf->args.types[i] != XLA_FFI_ArgType_BUFFER ||
+        fill(&t[i], cf->args.args[i], &in->buf[i], dev))
+      goto changed;
+  for (int32_t i = 0; i < nr; ++i)
+    if (cf->rets.types[i] != XLA_FFI_RetType_BUFFER ||
+        fill(&t[na + i], cf->rets.rets[i], &in->buf[na + i], dev))
+      goto changed;
   dlx_arg args[64];
   memcpy(args, in->args, sizeof args[0] * (size_t)in->nparams);
   for (int32_t j = 0; j < in->ntens; ++j) args[in->tparam[j]].value.tensor = &t[in->tbuf[j]];
-  for (int32_t i = 0; i < in->nres; ++i) outs[i] = &t[in->nargs + i];
+  for (int32_t i = 0; i < in->nres; ++i) outs[i] = &t[na + i];
   dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
   inv.fn = in->e->h.fn;
   inv.plan = in->e->h.plan;
@@ -321,10 +326,8 @@ static void prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, con
   int32_t used = 0;
   for (int32_t i = 0; i < in->nargs + in->nrets; ++i) {
     const XLA_FFI_Buffer *b = i < in->nargs ? cf->args.args[i] : cf->rets.rets[i - in->nargs];
-    in->xdtype[i] = b->dtype;
-    in->dtype[i] = t[i].dtype;
-    in->rank[i] = t[i].ndim;
-    in->off[i] = used;
+    in->buf[i] = (struct proved){b->dtype, t[i].ndim, t[i].dtype, in->dims + used,
+                                 in->strides + used};
     memcpy(in->dims + used, t[i].shape, sizeof(int64_t) * (size_t)t[i].ndim);
     memcpy(in->strides + used, t[i].strides, sizeof(int64_t) * (size_t)t[i].ndim);
     used += t[i].ndim;
