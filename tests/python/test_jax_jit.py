@@ -91,6 +91,7 @@ def test_every_scalar_kind_and_optional_tensor(ck, kw):
 @pytest.mark.parametrize("kw", [
     {},
     dict(i=3, f=1.5, b=True, s="twice", li=(4, 5, 6), lf=(0.5, 2)),
+    dict(li=tuple(range(600))),  # more ints than a call site keeps: the full path each run
 ])
 def test_later_runs_of_a_call_site_take_new_data(ck, kw):
     # a call site's first run proves its arguments; later runs reuse the proof (str, ints,

@@ -72,13 +72,16 @@ static struct {
 } type_ids[MAX_APIS];
 
 typedef struct instance {
-  atomic_int ready; /* 0: not proved yet, 1: being written by the first run, 2: proved */
+  atomic_int ready; /* 0: not proved yet, 1: being written by the first run, 2: proved,
+                       3: not provable */
   const entry *e;
   int32_t nargs, nrets, nres, nmut, nparams, ntens;
   int8_t tparam[64], tbuf[64]; /* tensor parameter tparam[j] is buffer tbuf[j] of the call */
   dlx_arg args[64];            /* scalars and Nones as bound; tensors set per call */
   dlx_bind_store store;        /* the str arguments that args point into */
   dlx_invoke_proof proof;      /* the size symbols the check bound */
+  int64_t seq[512];            /* copies of ints/floats attributes (8 bytes each): a later
+                                  run's call frame may keep its attributes elsewhere */
   struct proved {           /* each buffer as checked: args, then rets */
     XLA_FFI_DataType xdtype;
     int32_t rank;
@@ -307,8 +310,9 @@ changed: /* XLA's shapes are static per call site: this is not reached */
               "run's");
 }
 
-/* Keep what this call proved in its instance (the caller won `ready` 0 -> 1). */
-static void prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, const DLTensor *t,
+/* Keep what this call proved in its instance (the caller won `ready` 0 -> 1); -1 when its
+ * sequences do not fit (the call site then takes the full path every time). */
+static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, const DLTensor *t,
                   int32_t nres, int32_t nmut) {
   in->e = e;
   in->nargs = (int32_t)cf->args.size;
@@ -317,6 +321,16 @@ static void prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, con
   in->nmut = nmut;
   in->nparams = api->nparams(e->h.plan);
   in->ntens = 0;
+  size_t nseq = 0;
+  for (int32_t i = 0; i < in->nparams; ++i) {
+    dlx_arg *a = &in->args[i];
+    if (a->kind != DLX_ARG_INTS && a->kind != DLX_ARG_FLOATS) continue;
+    dlx_arg_seq *q = (dlx_arg_seq *)a->value.seq; /* one of in->store.seqs */
+    if ((size_t)q->len > sizeof in->seq / sizeof in->seq[0] - nseq) return -1;
+    memcpy(in->seq + nseq, q->data, sizeof(int64_t) * (size_t)q->len);
+    q->data = in->seq + nseq;
+    nseq += (size_t)q->len;
+  }
   for (int32_t i = 0; i < in->nparams; ++i)
     if (in->args[i].kind == DLX_ARG_TENSOR) {
       in->tparam[in->ntens] = (int8_t)i;
@@ -332,6 +346,7 @@ static void prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, con
     memcpy(in->strides + used, t[i].strides, sizeof(int64_t) * (size_t)t[i].ndim);
     used += t[i].ndim;
   }
+  return 0;
 }
 
 static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
@@ -452,8 +467,9 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     }
     dlx_arg now[64]; /* the instance's copy loses its tensors: run with this call's */
     memcpy(now, args, sizeof now[0] * (size_t)inv.nargs);
-    prove(inst, e, cf, t, nres, nmut);
-    atomic_store_explicit(&inst->ready, 2, memory_order_release);
+    /* 3: never proved (sequences too long), the full path each time */
+    atomic_store_explicit(&inst->ready, prove(inst, e, cf, t, nres, nmut) ? 3 : 2,
+                          memory_order_release);
     proving = 0;
     inv.args = now;
     if (api->run_checked(&inv, &inst->proof)) ret = run_error(x, &inv, msg, sizeof msg);
