@@ -274,7 +274,34 @@ int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof) {
 }
 
 int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof) {
-  return invoke(inv, proof, NULL, 0);
+  const dlx_sig *s = inv->plan;
+  /* the invariants a caller cannot have changed unnoticed are still checked; anything
+   * unusual takes invoke(), which words the error */
+  if (!s || !proof || !inv->fn || inv->nargs != s->nparams || (inv->nargs && !inv->args) ||
+      inv->nout != s->nresults || (inv->nout && !inv->out))
+    return invoke(inv, proof, NULL, 0);
+  invoke_state st;
+  st.pub = (dlx_call){.rt = &invoke_runtime, .args = inv->args, .num_args = inv->nargs,
+                      .device = inv->device, .stream = inv->stream};
+  st.inv = inv;
+  st.failed = 0;
+  st.fused = 0;
+  st.made = 0;
+  st.max_results = s->nresults;
+  inv->produced = 0;
+  inv->error_kind[0] = inv->error[0] = '\0';
+  if (!inv->name) inv->name = "kernel";
+  for (int32_t k = 0; k < s->nsymbols; ++k) st.binds.value[k] = proof->value[k];
+  int rc = inv->fn(&st.pub);
+  if (rc != 0 || st.failed) {
+    if (!st.failed)
+      fail(&st, "RuntimeError", "the kernel failed (returned %d) without setting an error", rc);
+    return -1;
+  }
+  if (inv->produced != s->nresults)
+    return fail(&st, "RuntimeError", "returned %d of the %d result(s) its signature declares",
+                (int)inv->produced, (int)s->nresults);
+  return 0;
 }
 
 /* ---- a compiled call's inputs to arguments ------------------------------------------ */
