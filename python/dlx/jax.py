@@ -57,12 +57,16 @@ def _build_handler():
     lib.dlx_xla_register.argtypes = [ctypes.c_void_p]
     if lib.dlx_xla_init(_capsule_pointer(_core._invoke_api(), b"dlx.invoke_api")) != 0:
         raise RuntimeError("dlx.jax: the XLA handler does not match this dlx")
-    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.dlx_xla_handler_cpu),
-                                platform="cpu")
+    # instantiate: an empty state per call site, which its first run fills with what it
+    # proved (kernel id, arguments, shapes): later runs pass only buffers and the stream
+    def bundle(sym):
+        return {"instantiate": jax.ffi.pycapsule(lib.dlx_xla_instantiate),
+                "execute": jax.ffi.pycapsule(getattr(lib, sym))}
+
+    jax.ffi.register_ffi_target(TARGET, bundle("dlx_xla_handler_cpu"), platform="cpu")
     for platform, sym in (("CUDA", "dlx_xla_handler_cuda"), ("ROCM", "dlx_xla_handler_rocm")):
         try:  # registered where jaxlib has the platform (a plugin may come later: kept)
-            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(lib, sym)),
-                                        platform=platform)
+            jax.ffi.register_ffi_target(TARGET, bundle(sym), platform=platform)
         except Exception:  # noqa: BLE001 - a jaxlib without that platform
             pass
     return lib

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(sizeof(((dlx_invoke_proof *)0)->value) / sizeof(int64_t) == DLX_SIG_MAX_SYMBOLS,
+               "dlx_invoke_proof holds every size symbol");
+
 #define FSCRATCH 512 /* doubles for dlx_arg_floats of ints arguments, all of one call */
 
 typedef struct invoke_state {
@@ -18,6 +21,7 @@ typedef struct invoke_state {
   int32_t max_results;
   int32_t fused; /* doubles of fscratch in use */
   dlx_sig_bindings binds;
+  uint64_t made;  /* bit i: as_floats[i] is set (a mask, not a loop clearing pointers) */
   const double *as_floats[DLX_SIG_MAX_PARAMS];
   double fscratch[FSCRATCH];
 } invoke_state;
@@ -148,7 +152,7 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
   if (i < 0 || i >= call->num_args || call->args[i].kind != DLX_ARG_INTS)
     return fail(st, "TypeError", "argument %d: expected a tuple or list of floats", (int)i);
   int64_t len = call->args[i].value.seq->len;
-  if (!st->as_floats[i]) {
+  if (!(st->made >> i & 1)) {
     if (len > FSCRATCH - st->fused)
       return fail(st, "ValueError", "argument %d: %lld ints are more than a traced call converts "
                   "to floats (%d in all)", (int)i, (long long)len, FSCRATCH);
@@ -157,6 +161,7 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
     for (int64_t j = 0; j < len; ++j) f[j] = (double)iv[j];
     st->fused += (int32_t)len;
     st->as_floats[i] = f;
+    st->made |= (uint64_t)1 << i;
   }
   *v = st->as_floats[i];
   *n = (int32_t)len;
@@ -219,7 +224,10 @@ static int check_args(invoke_state *st) {
   return 0;
 }
 
-int dlx_invoke_run(dlx_invoke *inv) {
+/* run (checked NULL: check the arguments first; proof_out: keep what the check bound),
+ * or only check (fn not called when check_only). */
+static int invoke(dlx_invoke *inv, const dlx_invoke_proof *checked, dlx_invoke_proof *proof_out,
+                  int check_only) {
   invoke_state st;
   st.pub = (dlx_call){.rt = &invoke_runtime, .args = inv->args, .num_args = inv->nargs,
                       .device = inv->device, .stream = inv->stream};
@@ -234,16 +242,27 @@ int dlx_invoke_run(dlx_invoke *inv) {
     return fail(&st, "TypeError", "%d arguments: out of range", (int)inv->nargs);
   if (inv->nout < 0 || inv->nout > DLX_SIG_MAX_RESULTS || (inv->nout && !inv->out && !inv->allocate))
     return fail(&st, "RuntimeError", "%d results without a place for them", (int)inv->nout);
-  for (int32_t i = 0; i < inv->nargs; ++i) st.as_floats[i] = NULL;
+  st.made = 0;
   if (inv->plan) {
     st.max_results = inv->plan->nresults;
     if (inv->out && inv->nout != inv->plan->nresults)
       return fail(&st, "RuntimeError", "the caller provides %d result(s) where the signature "
                   "declares %d", (int)inv->nout, (int)inv->plan->nresults);
-    if (check_args(&st)) return -1;
+    if (checked) { /* the caller's proof: same plan, same shapes as when it was checked */
+      if (inv->nargs != inv->plan->nparams)
+        return fail(&st, "TypeError", "takes %d argument(s), %d given", (int)inv->plan->nparams,
+                    (int)inv->nargs);
+      memcpy(st.binds.value, checked->value, sizeof(int64_t) * (size_t)inv->plan->nsymbols);
+    } else {
+      if (check_args(&st)) return -1;
+      if (proof_out)
+        memcpy(proof_out->value, st.binds.value, sizeof(int64_t) * (size_t)inv->plan->nsymbols);
+    }
   } else {
+    if (checked || proof_out) return fail(&st, "RuntimeError", "no plan to check against");
     st.max_results = inv->out ? inv->nout : DLX_SIG_MAX_RESULTS;
   }
+  if (check_only) return 0;
   int rc = inv->fn(&st.pub);
   if (rc != 0 || st.failed) {
     if (!st.failed)
@@ -254,6 +273,43 @@ int dlx_invoke_run(dlx_invoke *inv) {
   if ((inv->plan || inv->out) && inv->produced != want)
     return fail(&st, "RuntimeError", "returned %d of the %d result(s) %s", (int)inv->produced,
                 (int)want, inv->plan ? "its signature declares" : "the caller provides");
+  return 0;
+}
+
+int dlx_invoke_run(dlx_invoke *inv) { return invoke(inv, NULL, NULL, 0); }
+
+int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof) {
+  return invoke(inv, NULL, proof, 1);
+}
+
+int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof) {
+  const dlx_sig *s = inv->plan;
+  /* the invariants a caller cannot have changed unnoticed are still checked; anything
+   * unusual takes invoke(), which words the error */
+  if (!s || !proof || !inv->fn || inv->nargs != s->nparams || (inv->nargs && !inv->args) ||
+      inv->nout != s->nresults || (inv->nout && !inv->out))
+    return invoke(inv, proof, NULL, 0);
+  invoke_state st;
+  st.pub = (dlx_call){.rt = &invoke_runtime, .args = inv->args, .num_args = inv->nargs,
+                      .device = inv->device, .stream = inv->stream};
+  st.inv = inv;
+  st.failed = 0;
+  st.fused = 0;
+  st.made = 0;
+  st.max_results = s->nresults;
+  inv->produced = 0;
+  inv->error_kind[0] = inv->error[0] = '\0';
+  if (!inv->name) inv->name = "kernel";
+  for (int32_t k = 0; k < s->nsymbols; ++k) st.binds.value[k] = proof->value[k];
+  int rc = inv->fn(&st.pub);
+  if (rc != 0 || st.failed) {
+    if (!st.failed)
+      fail(&st, "RuntimeError", "the kernel failed (returned %d) without setting an error", rc);
+    return -1;
+  }
+  if (inv->produced != s->nresults)
+    return fail(&st, "RuntimeError", "returned %d of the %d result(s) its signature declares",
+                (int)inv->produced, (int)s->nresults);
   return 0;
 }
 
@@ -393,4 +449,6 @@ const dlx_invoke_api dlx_invoke_api_v1 = {
     .nparams = plan_nparams,
     .nresults = plan_nresults,
     .find = dlx_attr_find,
+    .check = dlx_invoke_check,
+    .run_checked = dlx_invoke_run_checked,
 };

@@ -44,6 +44,21 @@ typedef struct dlx_invoke {
 /* 0, or -1 with error_kind/error set. */
 int dlx_invoke_run(dlx_invoke *inv);
 
+/* What a successful check of a declared kernel's arguments bound: the size symbols. */
+typedef struct dlx_invoke_proof {
+  int64_t value[32]; /* DLX_SIG_MAX_SYMBOLS */
+} dlx_invoke_proof;
+
+/* The checks of dlx_invoke_run without running the kernel (a declared kernel only); on
+ * success `proof` (if not NULL) keeps the symbols bound. 0, or -1 with the error set. */
+int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof);
+
+/* dlx_invoke_run for arguments that already passed dlx_invoke_check with `proof`: the
+ * caller vouches that they are the same plan, kinds, dtypes and shapes (only data pointers
+ * differ; an XLA call site, whose shapes are static), so the per-argument checks are
+ * skipped. The kernel's results are still checked. */
+int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof);
+
 /* ---- a compiled call's inputs to arguments ------------------------------------------- */
 
 /* One attribute of a compiled call (an XLA FFI attribute, translated by the glue). */
@@ -110,6 +125,8 @@ typedef struct dlx_invoke_api {
   int32_t (*nparams)(const dlx_sig *plan);  /* args a bound call needs */
   int32_t (*nresults)(const dlx_sig *plan); /* declared results */
   const dlx_attr *(*find)(const dlx_attr *attrs, int32_t nattrs, const char *name);
+  int (*check)(dlx_invoke *inv, dlx_invoke_proof *proof);               /* appended */
+  int (*run_checked)(dlx_invoke *inv, const dlx_invoke_proof *proof);   /* appended */
 } dlx_invoke_api;
 
 extern const dlx_invoke_api dlx_invoke_api_v1;

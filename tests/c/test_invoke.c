@@ -283,11 +283,51 @@ static void test_bind_from_attributes(void **state) {
   dlx_sig_free(s);
 }
 
+/* check once, then run many times without the checks: dlx_size reads the proof's symbols,
+ * the kernel's results are still checked */
+static void test_check_then_run_checked(void **state) {
+  (void)state;
+  dlx_sig *s = plan("x: f32[n], a: float = 2.0 -> f32[n]");
+  float xd[3] = {1, 2, 3}, yd[3] = {0};
+  int64_t n3 = 3;
+  DLTensor x = tensor(xd, &n3, 1, f32), y = tensor(yd, &n3, 1, f32), *out[1] = {&y};
+  dlx_arg args[2] = {{.kind = DLX_ARG_TENSOR, .value.tensor = &x},
+                     {.kind = DLX_ARG_FLOAT, .value.f = 2}};
+  dlx_invoke inv = {.fn = scale, .plan = s, .name = "scale", .args = args, .nargs = 2,
+                    .out = out, .nout = 1};
+  dlx_invoke_proof proof;
+  ran = 0;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), 0);
+  assert_int_equal(ran, 0); /* checked, not run */
+  assert_int_equal(proof.value[0], 3);
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), 0);
+  assert_int_equal(ran, 1);
+  assert_true(yd[0] == 2.0f && yd[2] == 6.0f);
+  /* a check that fails keeps its error, as dlx_invoke_run's */
+  x.dtype = i32;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), -1);
+  assert_string_equal(inv.error_kind, "TypeError");
+  assert_int_equal(ran, 1);
+  x.dtype = f32;
+  /* the results are checked still: a proof whose n disagrees with the preallocated result */
+  proof.value[0] = 2;
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+  assert_string_equal(inv.error_kind, "ValueError");
+  assert_non_null(strstr(inv.error, "scale(): result 0: the kernel made f32 (2,)"));
+  /* an undeclared kernel has nothing to prove */
+  inv.plan = NULL;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), -1);
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+  dlx_sig_free(s);
+}
+
 static void test_api_struct(void **state) {
   (void)state;
   assert_int_equal(dlx_invoke_api_v1.version, DLX_INVOKE_API_VERSION);
   assert_int_equal(dlx_invoke_api_v1.size, sizeof(dlx_invoke_api));
   assert_ptr_equal(dlx_invoke_api_v1.run, dlx_invoke_run);
+  assert_ptr_equal(dlx_invoke_api_v1.check, dlx_invoke_check);
+  assert_ptr_equal(dlx_invoke_api_v1.run_checked, dlx_invoke_run_checked);
 }
 
 int main(void) {
@@ -298,6 +338,7 @@ int main(void) {
       cmocka_unit_test(test_scalar_results_and_errors),
       cmocka_unit_test(test_result_counts),
       cmocka_unit_test(test_bind_from_attributes),
+      cmocka_unit_test(test_check_then_run_checked),
       cmocka_unit_test(test_api_struct),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

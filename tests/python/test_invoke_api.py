@@ -37,7 +37,8 @@ RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Invoke))
 class Api(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32), ("run", RUN),
                 ("bind", ctypes.c_void_p), ("nparams", ctypes.c_void_p),
-                ("nresults", ctypes.c_void_p), ("find", ctypes.c_void_p)]
+                ("nresults", ctypes.c_void_p), ("find", ctypes.c_void_p),
+                ("check", ctypes.c_void_p), ("run_checked", ctypes.c_void_p)]
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,34 @@ def test_every_scalar_kind_and_optional_tensor(ck, kw):
     close(jax.jit(lambda x, o: ck.kinds(x, o=o, **kw))(x, o), ck.kinds(x, o=o, **kw))
 
 
+@pytest.mark.parametrize("kw", [
+    {},
+    dict(i=3, f=1.5, b=True, s="twice", li=(4, 5, 6), lf=(0.5, 2)),
+    dict(li=tuple(range(600))),  # more ints than a call site keeps: the full path each run
+])
+def test_later_runs_of_a_call_site_take_new_data(ck, kw):
+    # a call site's first run proves its arguments; later runs reuse the proof (str, ints,
+    # optional tensors and mut buffers from the instance) with this run's buffers
+    f = jax.jit(lambda x, o: ck.kinds(x, o=o, **kw))
+    g = jax.jit(lambda x, y, out: ck.add3(x, y, out))
+    for k in range(3):
+        x, o = f32(6) + k, f32(6) + 10 * k
+        close(f(x, o), ck.kinds(x, o=o, **kw))
+        y, out = f32(4) * k, f32(4) + k
+        close(g(x[:4], y, out), x[:4] + y)  # add3 writes out = x + y
+
+
+def test_run_time_errors_on_every_run(ck, jk):
+    f = jax.jit(lambda x: ck.kinds(x, s="bad"))
+    for _ in range(3):
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"kinds\(\): s must be"):
+            jax.block_until_ready(f(f32(2)))
+    g = jax.jit(jk.short_results)
+    for _ in range(3):
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"returned 1 of the 2 result"):
+            jax.block_until_ready(g(f32(3)))
+
+
 def test_concrete_arrays_and_numpy_beside_tracers(ck):
     x, y = f32(4), f32(2)
     close(jax.jit(lambda x: ck.outer(x, y))(x), ck.outer(x, y))  # y: numpy, captured

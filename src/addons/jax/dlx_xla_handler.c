@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xla/ffi/api/c_api.h"
@@ -60,6 +61,66 @@ static XLA_FFI_Error *fail(const XLA_FFI_Api *x, XLA_FFI_Error_Code code, const 
   return x->XLA_FFI_Error_Create(&a);
 }
 
+/* ---- per call site: what its first run proved, kept by XLA as the instance's state ----- */
+
+/* XLA's type id of `instance`, one per XLA FFI API (jaxlib's CPU client and each GPU plugin
+ * have their own registry). Registered on the first metadata query of that API. */
+#define MAX_APIS 4
+static struct {
+  _Atomic(const XLA_FFI_Api *) api;
+  XLA_FFI_TypeId id;
+} type_ids[MAX_APIS];
+
+typedef struct instance {
+  atomic_int ready; /* 0: not proved yet, 1: being written by the first run, 2: proved,
+                       3: not provable */
+  const entry *e;
+  int32_t nargs, nrets, nres, nmut, nparams, ntens;
+  int8_t tparam[64], tbuf[64]; /* tensor parameter tparam[j] is buffer tbuf[j] of the call */
+  dlx_arg args[64];            /* scalars and Nones as bound; tensors set per call */
+  dlx_bind_store store;        /* the str arguments that args point into */
+  dlx_invoke_proof proof;      /* the size symbols the check bound */
+  int64_t seq[512];            /* copies of ints/floats attributes (8 bytes each): a later
+                                  run's call frame may keep its attributes elsewhere */
+  struct proved {           /* each buffer as checked: args, then rets */
+    XLA_FFI_DataType xdtype;
+    int32_t rank;
+    DLDataType dtype;
+    const int64_t *dims, *strides; /* into the arrays below */
+  } buf[MAX_BUFFERS];
+  int64_t dims[MAX_DIMS], strides[MAX_DIMS]; /* the checked shapes; their row-major strides */
+} instance;
+
+static void instance_free(void *p) { free(p); }
+
+static const XLA_FFI_TypeId *type_id_of(const XLA_FFI_Api *x) {
+  for (int i = 0; i < MAX_APIS; ++i)
+    if (atomic_load_explicit(&type_ids[i].api, memory_order_acquire) == x) return &type_ids[i].id;
+  return NULL;
+}
+
+/* Registration runs once per platform, from register_ffi_target (dlx.jax's lock held). */
+static void register_type(const XLA_FFI_Api *x) {
+  if (type_id_of(x) || x->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_State_Get) + sizeof(void *))
+    return;
+  for (int i = 0; i < MAX_APIS; ++i) {
+    if (atomic_load_explicit(&type_ids[i].api, memory_order_relaxed)) continue;
+    static const XLA_FFI_TypeInfo info = {XLA_FFI_TypeInfo_STRUCT_SIZE, NULL, instance_free};
+    XLA_FFI_TypeId id = {0};
+    XLA_FFI_Type_Register_Args a = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
+                                    {"dlx.xla_instance", 16}, &id, &info};
+    XLA_FFI_Error *err = x->XLA_FFI_Type_Register(&a);
+    if (err) { /* no state then: every call takes the full path */
+      XLA_FFI_Error_Destroy_Args d = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, err};
+      x->XLA_FFI_Error_Destroy(&d);
+      return;
+    }
+    type_ids[i].id = id;
+    atomic_store_explicit(&type_ids[i].api, x, memory_order_release);
+    return;
+  }
+}
+
 static XLA_FFI_Error *metadata(XLA_FFI_CallFrame *cf) {
   XLA_FFI_Metadata_Extension *m = (XLA_FFI_Metadata_Extension *)cf->extension_start;
   if (m->extension_base.struct_size < XLA_FFI_Metadata_Extension_STRUCT_SIZE ||
@@ -68,7 +129,42 @@ static XLA_FFI_Error *metadata(XLA_FFI_CallFrame *cf) {
   m->metadata->api_version = (XLA_FFI_Api_Version){XLA_FFI_Api_Version_STRUCT_SIZE, NULL,
                                                    XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
   m->metadata->traits = 0;
+  register_type(cf->api);
+  const XLA_FFI_TypeId *id = type_id_of(cf->api);
+  if (id && m->metadata->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) +
+                                            sizeof(XLA_FFI_TypeId))
+    m->metadata->state_type_id = *id;
   return NULL;
+}
+
+/* The instantiate stage: an empty instance; the first execution fills it. */
+static XLA_FFI_Error *instantiate(XLA_FFI_CallFrame *cf) {
+  if (cf->extension_start && cf->extension_start->type == XLA_FFI_Extension_Metadata)
+    return metadata(cf);
+  const XLA_FFI_TypeId *id = type_id_of(cf->api);
+  if (!id) return NULL;
+  instance *in = calloc(1, sizeof *in);
+  if (!in) return fail(cf->api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "dlx: out of memory");
+  XLA_FFI_State_Set_Args a = {XLA_FFI_State_Set_Args_STRUCT_SIZE, NULL, cf->ctx,
+                              XLA_FFI_ExecutionStage_INSTANTIATE, (XLA_FFI_TypeId *)id, in};
+  XLA_FFI_Error *err = cf->api->XLA_FFI_State_Set(&a);
+  if (err) free(in);
+  return err;
+}
+
+/* This call site's instance, or NULL (no instantiate stage ran: the full path each time). */
+static instance *instance_of(XLA_FFI_CallFrame *cf) {
+  const XLA_FFI_TypeId *id = type_id_of(cf->api);
+  if (!id) return NULL;
+  XLA_FFI_State_Get_Args a = {XLA_FFI_State_Get_Args_STRUCT_SIZE, NULL, cf->ctx,
+                              XLA_FFI_ExecutionStage_INSTANTIATE, (XLA_FFI_TypeId *)id, NULL};
+  XLA_FFI_Error *err = cf->api->XLA_FFI_State_Get(&a);
+  if (err) {
+    XLA_FFI_Error_Destroy_Args d = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, err};
+    cf->api->XLA_FFI_Error_Destroy(&d);
+    return NULL;
+  }
+  return a.state;
 }
 
 static int dtype_of(XLA_FFI_DataType t, DLDataType *out) {
@@ -150,36 +246,115 @@ static void to_attr(const XLA_FFI_Attrs *in, int64_t i, dlx_attr *a) {
   }
 }
 
+static XLA_FFI_Error *run_error(const XLA_FFI_Api *x, const dlx_invoke *inv, char *msg,
+                               size_t len) {
+  snprintf(msg, len, "%s: %s", inv->error_kind, inv->error);
+  int user = !strcmp(inv->error_kind, "TypeError") || !strcmp(inv->error_kind, "ValueError");
+  return fail(x, user ? XLA_FFI_Error_Code_INVALID_ARGUMENT : XLA_FFI_Error_Code_UNKNOWN, msg);
+}
+
+/* A proved call site: its buffers (same dtypes and shapes as proved, compared) to
+ * DLTensors, the arguments from the instance, the kernel run without the checks. */
+static inline int fill(DLTensor *t, const XLA_FFI_Buffer *b, const struct proved *p,
+                       DLDevice dev) {
+  if (b->dtype != p->xdtype || b->rank != p->rank) return -1;
+  for (int32_t d = 0; d < p->rank; ++d)
+    if (b->dims[d] != p->dims[d]) return -1;
+  t->data = b->data;
+  t->device = dev;
+  t->ndim = p->rank;
+  t->dtype = p->dtype;
+  t->shape = b->dims;
+  t->strides = (int64_t *)p->strides;
+  t->byte_offset = 0;
+  return 0;
+}
+
+static XLA_FFI_Error *run_proved(XLA_FFI_CallFrame *cf, const instance *in, DLDevice dev,
+                                 void *stream) {
+  const XLA_FFI_Api *x = cf->api;
+  const int32_t na = in->nargs, nr = in->nrets;
+  DLTensor t[MAX_BUFFERS], *outs[16 /* DLX_SIG_MAX_RESULTS */];
+  if (cf->args.size != na || cf->rets.size != nr) goto changed;
+  for (int32_t i = 0; i < na; ++i)
+    if (cf->args.types[i] != XLA_FFI_ArgType_BUFFER ||
+        fill(&t[i], cf->args.args[i], &in->buf[i], dev))
+      goto changed;
+  for (int32_t i = 0; i < nr; ++i)
+    if (cf->rets.types[i] != XLA_FFI_RetType_BUFFER ||
+        fill(&t[na + i], cf->rets.rets[i], &in->buf[na + i], dev))
+      goto changed;
+  dlx_arg args[64];
+  memcpy(args, in->args, sizeof args[0] * (size_t)in->nparams);
+  for (int32_t j = 0; j < in->ntens; ++j) args[in->tparam[j]].value.tensor = &t[in->tbuf[j]];
+  for (int32_t i = 0; i < in->nres; ++i) outs[i] = &t[na + i];
+  dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
+  inv.fn = in->e->h.fn;
+  inv.plan = in->e->h.plan;
+  inv.name = in->e->name;
+  inv.args = args;
+  inv.nargs = in->nparams;
+  inv.device = dev;
+  inv.stream = stream;
+  inv.out = outs;
+  inv.nout = in->nres;
+  inv.allocate = NULL;
+  inv.allocate_ctx = NULL;
+  if (api->run_checked(&inv, &in->proof)) {
+    char msg[1200];
+    return run_error(x, &inv, msg, sizeof msg);
+  }
+  return NULL;
+changed: /* XLA's shapes are static per call site: this is not reached */
+  return fail(x, XLA_FFI_Error_Code_INTERNAL, "dlx: a call site's buffers differ from its first "
+              "run's");
+}
+
+/* Keep what this call proved in its instance (the caller won `ready` 0 -> 1); -1 when its
+ * sequences do not fit (the call site then takes the full path every time). */
+static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, const DLTensor *t,
+                  int32_t nres, int32_t nmut) {
+  in->e = e;
+  in->nargs = (int32_t)cf->args.size;
+  in->nrets = (int32_t)cf->rets.size;
+  in->nres = nres;
+  in->nmut = nmut;
+  in->nparams = api->nparams(e->h.plan);
+  in->ntens = 0;
+  size_t nseq = 0;
+  for (int32_t i = 0; i < in->nparams; ++i) {
+    dlx_arg *a = &in->args[i];
+    if (a->kind != DLX_ARG_INTS && a->kind != DLX_ARG_FLOATS) continue;
+    dlx_arg_seq *q = (dlx_arg_seq *)a->value.seq; /* one of in->store.seqs */
+    if ((size_t)q->len > sizeof in->seq / sizeof in->seq[0] - nseq) return -1;
+    memcpy(in->seq + nseq, q->data, sizeof(int64_t) * (size_t)q->len);
+    q->data = in->seq + nseq;
+    nseq += (size_t)q->len;
+  }
+  for (int32_t i = 0; i < in->nparams; ++i)
+    if (in->args[i].kind == DLX_ARG_TENSOR) {
+      in->tparam[in->ntens] = (int8_t)i;
+      in->tbuf[in->ntens++] = (int8_t)(in->args[i].value.tensor - t);
+      in->args[i].value.tensor = NULL; /* set per call */
+    }
+  int32_t used = 0;
+  for (int32_t i = 0; i < in->nargs + in->nrets; ++i) {
+    const XLA_FFI_Buffer *b = i < in->nargs ? cf->args.args[i] : cf->rets.rets[i - in->nargs];
+    in->buf[i] = (struct proved){b->dtype, t[i].ndim, t[i].dtype, in->dims + used,
+                                 in->strides + used};
+    memcpy(in->dims + used, t[i].shape, sizeof(int64_t) * (size_t)t[i].ndim);
+    memcpy(in->strides + used, t[i].strides, sizeof(int64_t) * (size_t)t[i].ndim);
+    used += t[i].ndim;
+  }
+  return 0;
+}
+
 static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   if (cf->extension_start && cf->extension_start->type == XLA_FFI_Extension_Metadata)
     return metadata(cf);
   const XLA_FFI_Api *x = cf->api;
   if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
-  char msg[1200];
   if (!api) return fail(x, XLA_FFI_Error_Code_FAILED_PRECONDITION, "dlx: handler not initialised");
-  int64_t na = cf->attrs.size, nargs = cf->args.size, nrets = cf->rets.size;
-  if (na < 0 || na > MAX_ATTRS || nargs < 0 || nrets < 0 || nargs + nrets > MAX_BUFFERS)
-    return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, "dlx: too many attributes or buffers");
-  dlx_attr attrs[MAX_ATTRS];
-  const dlx_attr *id = NULL, *nm = NULL; /* found in the same pass */
-  for (int64_t i = 0; i < na; ++i) {
-    dlx_attr *a = &attrs[i];
-    to_attr(&cf->attrs, i, a);
-    if (a->name_len == 6 && memcmp(a->name, "dlx_id", 6) == 0) id = a;
-    else if (a->name_len == 8 && memcmp(a->name, "dlx_name", 8) == 0) nm = a;
-  }
-
-  /* which kernel: an index into what dlx registered, and its name must agree */
-  int64_t k = -1;
-  if (id && id->type == DLX_ATTR_I64) memcpy(&k, id->data, sizeof k);
-  int n = atomic_load_explicit(&registered, memory_order_acquire);
-  if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR || (size_t)nm->len != registry[k].len ||
-      memcmp(nm->data, registry[k].name, (size_t)nm->len) != 0) {
-    snprintf(msg, sizeof msg, "dlx: the call's dlx_id/dlx_name attributes name no kernel dlx "
-             "registered in this process (id %lld)", (long long)k);
-    return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
-  }
-  const entry *e = &registry[k];
 
   DLDevice dev = {device_type, 0};
   void *stream = NULL;
@@ -197,13 +372,52 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     }
   }
 
+  /* A call site's attributes and shapes are static: its first successful run proves them
+   * (kernel id, binding, the plan's checks) and later runs reuse the proof. */
+  instance *inst = instance_of(cf);
+  if (inst && atomic_load_explicit(&inst->ready, memory_order_acquire) == 2)
+    return run_proved(cf, inst, dev, stream);
+  int expected = 0;
+  int proving = inst && atomic_compare_exchange_strong(&inst->ready, &expected, 1);
+
+  char msg[1200];
+  int64_t na = cf->attrs.size, nargs = cf->args.size, nrets = cf->rets.size;
+  if (na < 0 || na > MAX_ATTRS || nargs < 0 || nrets < 0 || nargs + nrets > MAX_BUFFERS) {
+    if (proving) atomic_store_explicit(&inst->ready, 0, memory_order_release);
+    return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, "dlx: too many attributes or buffers");
+  }
+  dlx_attr attrs[MAX_ATTRS];
+  const dlx_attr *id = NULL, *nm = NULL; /* found in the same pass */
+  for (int64_t i = 0; i < na; ++i) {
+    dlx_attr *a = &attrs[i];
+    to_attr(&cf->attrs, i, a);
+    if (a->name_len == 6 && memcmp(a->name, "dlx_id", 6) == 0) id = a;
+    else if (a->name_len == 8 && memcmp(a->name, "dlx_name", 8) == 0) nm = a;
+  }
+
+  /* which kernel: an index into what dlx registered, and its name must agree */
+  int64_t k = -1;
+  if (id && id->type == DLX_ATTR_I64) memcpy(&k, id->data, sizeof k);
+  int n = atomic_load_explicit(&registered, memory_order_acquire);
+  const entry *e = NULL;
+  XLA_FFI_Error *ret = NULL;
+  if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR || (size_t)nm->len != registry[k].len ||
+      memcmp(nm->data, registry[k].name, (size_t)nm->len) != 0) {
+    snprintf(msg, sizeof msg, "dlx: the call's dlx_id/dlx_name attributes name no kernel dlx "
+             "registered in this process (id %lld)", (long long)k);
+    ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    goto out;
+  }
+  e = &registry[k];
+
   /* inputs: the kernel's non-mut tensors, then the mut ones (XLA copies or aliases them to
    * the outputs after the declared results, which the kernel writes instead) */
   int32_t nres = api->nresults(e->h.plan), nmut = (int32_t)nrets - nres;
   if (nmut < 0 || nmut > nargs) {
     snprintf(msg, sizeof msg, "%s(): the call has %lld output(s), fewer than the %d result(s) "
              "declared", e->name, (long long)nrets, (int)nres);
-    return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    goto out;
   }
   DLTensor t[MAX_BUFFERS], *ins[MAX_BUFFERS], *outs[MAX_BUFFERS];
   int64_t pool[MAX_DIMS];
@@ -221,14 +435,18 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     outs[i] = &t[nargs + i];
   }
 
-  dlx_arg args[64];
-  dlx_bind_store store;
-  if (api->nparams(e->h.plan) > 64) return fail(x, XLA_FFI_Error_Code_INTERNAL, "dlx: too many parameters");
+  dlx_arg local_args[64], *args = proving ? inst->args : local_args;
+  dlx_bind_store local_store, *store = proving ? &inst->store : &local_store;
+  if (api->nparams(e->h.plan) > 64) {
+    ret = fail(x, XLA_FFI_Error_Code_INTERNAL, "dlx: too many parameters");
+    goto out;
+  }
   char why[256];
   if (api->bind(e->h.plan, attrs, (int32_t)na, ins, (int32_t)(nargs - nmut), outs + nres, nmut,
-                args, &store, why, sizeof why)) {
+                args, store, why, sizeof why)) {
     snprintf(msg, sizeof msg, "%s(): %s", e->name, why);
-    return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    goto out;
   }
   dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
   inv.fn = e->h.fn;
@@ -242,18 +460,33 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   inv.nout = nres;
   inv.allocate = NULL;
   inv.allocate_ctx = NULL;
-  if (api->run(&inv)) {
-    snprintf(msg, sizeof msg, "%s: %s", inv.error_kind, inv.error);
-    int user = !strcmp(inv.error_kind, "TypeError") || !strcmp(inv.error_kind, "ValueError");
-    return fail(x, user ? XLA_FFI_Error_Code_INVALID_ARGUMENT : XLA_FFI_Error_Code_UNKNOWN, msg);
+  if (proving) { /* check once, keep the proof, then run without the checks */
+    if (api->check(&inv, &inst->proof)) {
+      ret = run_error(x, &inv, msg, sizeof msg);
+      goto out;
+    }
+    dlx_arg now[64]; /* the instance's copy loses its tensors: run with this call's */
+    memcpy(now, args, sizeof now[0] * (size_t)inv.nargs);
+    /* 3: never proved (sequences too long), the full path each time */
+    atomic_store_explicit(&inst->ready, prove(inst, e, cf, t, nres, nmut) ? 3 : 2,
+                          memory_order_release);
+    proving = 0;
+    inv.args = now;
+    if (api->run_checked(&inv, &inst->proof)) ret = run_error(x, &inv, msg, sizeof msg);
+    return ret;
   }
-  return NULL;
+  if (api->run(&inv)) ret = run_error(x, &inv, msg, sizeof msg);
+  goto out;
 bad_buffer:
   snprintf(msg, sizeof msg, "%s(): a buffer dlx cannot describe (not an array, rank > 32 or "
            "a dtype DLPack lacks)", e->name);
-  return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+  ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+out:
+  if (proving) atomic_store_explicit(&inst->ready, 0, memory_order_release);
+  return ret;
 }
 
+DLX_EXPORT XLA_FFI_Error *dlx_xla_instantiate(XLA_FFI_CallFrame *cf) { return instantiate(cf); }
 DLX_EXPORT XLA_FFI_Error *dlx_xla_handler_cpu(XLA_FFI_CallFrame *cf) { return handle(cf, kDLCPU); }
 DLX_EXPORT XLA_FFI_Error *dlx_xla_handler_cuda(XLA_FFI_CallFrame *cf) { return handle(cf, kDLCUDA); }
 DLX_EXPORT XLA_FFI_Error *dlx_xla_handler_rocm(XLA_FFI_CallFrame *cf) { return handle(cf, kDLROCM); }
