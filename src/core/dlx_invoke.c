@@ -9,6 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(DLX_INVOKE_MAX_ARGS == DLX_SIG_MAX_PARAMS &&
+                   DLX_INVOKE_MAX_RESULTS == DLX_SIG_MAX_RESULTS,
+               "dlx_invoke.h's limits are the plan's");
+
 #define FSCRATCH 512 /* doubles for dlx_arg_floats of ints arguments, all of one call */
 
 typedef struct invoke_state {
