@@ -189,27 +189,27 @@ def _load_file(path, digest):
     return lib
 
 
-def _load_inline(source, language, name, options, files):
-    key = ("inline", source, language, name, options, files)
+def _built(key, files, make):
+    """A built library once per process: the user's files checked, then make() (which finds
+    it in the cache or builds it)."""
     hit = _received.get(key)
     if hit is not None:
         return hit[1]
     _check_files(files)
-    from . import load_inline
-
-    lib = load_inline(source, language=language, name=name, **dict(options))
+    lib = make()
     _received[key] = (None, lib)
     return lib
+
+
+def _load_inline(source, language, name, options, files):
+    from . import load_inline
+
+    return _built(("inline", source, language, name, options, files), files,
+                  lambda: load_inline(source, language=language, name=name, **dict(options)))
 
 
 def _load_build(sources, name, language, options, files):
-    key = ("build", sources, name, language, options, files)
-    hit = _received.get(key)
-    if hit is not None:
-        return hit[1]
-    _check_files(files)
     from . import build, load
 
-    lib = load(build(sources, name=name, language=language, **dict(options)))
-    _received[key] = (None, lib)
-    return lib
+    return _built(("build", sources, name, language, options, files), files,
+                  lambda: load(build(sources, name=name, language=language, **dict(options))))

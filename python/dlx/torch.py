@@ -21,6 +21,8 @@ path and identity describe the addon library (None otherwise)."""
 
 ADDON_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon",
                             "dlx_torch_addon.cc")
+# The header it includes from beside it: its bytes count in the identity as the source's.
+ADDON_HEADER = os.path.join(os.path.dirname(ADDON_SOURCE), "dlx_invoke.h")
 
 _lock = threading.RLock()
 
@@ -136,8 +138,10 @@ def build_spec(backend, torch=None):
 def identity(spec, torch=None):
     """(identity, file name) of the addon `spec` builds for this interpreter and torch."""
     torch = torch or _torch()
-    with open(ADDON_SOURCE, "rb") as f:
-        source = f.read()
+    source = b""
+    for path in (ADDON_SOURCE, ADDON_HEADER):
+        with open(path, "rb") as f:
+            source += f.read()
     return _core.addon_identity(torch.__version__, bool(torch._C._GLIBCXX_USE_CXX11_ABI),
                                 spec.backend, sysconfig.get_config_var("SOABI") or "unknown",
                                 source, spec.flags)

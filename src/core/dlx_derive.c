@@ -1,11 +1,11 @@
 /* dlx_derive.c - operator schema and result rules from a parsed declaration (dlx_derive.h).
  * Every loop is bounded by the plan's own limits (DLX_SIG_MAX_*); no allocation. */
 #include "dlx_derive.h"
+#include "dlx_core.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -22,24 +22,11 @@ static void put(sink *o, const char *fmt, ...) {
   if (k > 0) o->n += (size_t)k;
 }
 
-static int fail(char *why, size_t whylen, const char *fmt, ...) {
-  if (why && whylen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 /* Shortest text that reads back as f, always with a '.' or exponent (torch's schema parser
  * reads "2" as an int). */
 static void put_float(sink *o, double f) {
   char tmp[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(tmp, sizeof tmp, "%.*g", prec, f);
-    if (strtod(tmp, NULL) == f) break;
-  }
+  dlx_sig_shortest_float(f, tmp);
   if (!strpbrk(tmp, ".eE")) strcat(tmp, ".");
   put(o, "%s", tmp);
 }
@@ -77,15 +64,15 @@ int dlx_derive_schema(const dlx_sig *s, const char *name, char *buf, size_t len,
   }
   for (int32_t i = 0; i < s->nresults; ++i)
     if (s->results[i].kind != DLX_SIG_TENSOR)
-      return fail(why, whylen,
+      return dlx_set_err(why, whylen,
                   "result %d is a scalar (%s): a torch operator's fake implementation cannot "
                   "know its value",
                   (int)i, s->results[i].kind == DLX_SIG_INT ? "int" : "not a tensor");
     else if (s->results[i].optional)
-      return fail(why, whylen, "result %d is optional: an operator returns the same results "
+      return dlx_set_err(why, whylen, "result %d is optional: an operator returns the same results "
                                "on every call", (int)i);
   if (has_optional_mut >= 0 && s->nresults > 0)
-    return fail(why, whylen,
+    return dlx_set_err(why, whylen,
                 "'%s' is an optional mut tensor and the kernel declares results: an operator "
                 "returns the same results whether or not '%s' is given",
                 dlx_sig_param_name(s, has_optional_mut), dlx_sig_param_name(s, has_optional_mut));
@@ -99,12 +86,12 @@ int dlx_derive_schema(const dlx_sig *s, const char *name, char *buf, size_t len,
     if (t->kind == DLX_SIG_TENSOR) {
       put(&o, "Tensor");
       if (t->flags & DLX_SIG_MUT) {
-        if (alias >= 26) return fail(why, whylen, "more than 26 mut tensors");
+        if (alias >= 26) return dlx_set_err(why, whylen, "more than 26 mut tensors");
         put(&o, "(%c!)", 'a' + alias++);
       }
     } else {
       const char *k = scalar_schema(t->kind);
-      if (!k) return fail(why, whylen, "'%s' has a kind torch cannot express", pname);
+      if (!k) return dlx_set_err(why, whylen, "'%s' has a kind torch cannot express", pname);
       put(&o, "%s", k);
     }
     put(&o, "%s %s", t->optional ? "?" : "", pname);
@@ -115,14 +102,14 @@ int dlx_derive_schema(const dlx_sig *s, const char *name, char *buf, size_t len,
       case DLX_DEF_BOOL: put(&o, "=%s", p->def.i ? "True" : "False"); break;
       case DLX_DEF_FLOAT:
         if (!isfinite(p->def.f))
-          return fail(why, whylen, "'%s' has a default torch's schema cannot spell", pname);
+          return dlx_set_err(why, whylen, "'%s' has a default torch's schema cannot spell", pname);
         put(&o, "=");
         put_float(&o, p->def.f);
         break;
       case DLX_DEF_STR: {
         const char *text = dlx_sig_str(s, p->def_off);
         if (!plain_string(text))
-          return fail(why, whylen,
+          return dlx_set_err(why, whylen,
                       "'%s' has a string default with quotes, backslashes or non-ASCII "
                       "characters, which torch's schema cannot spell",
                       pname);
@@ -139,13 +126,14 @@ int dlx_derive_schema(const dlx_sig *s, const char *name, char *buf, size_t len,
           } else {
             double f = s->nums[p->def_off + k].f;
             if (!isfinite(f))
-              return fail(why, whylen, "'%s' has a default torch's schema cannot spell", pname);
+              return dlx_set_err(why, whylen, "'%s' has a default torch's schema cannot spell",
+                                 pname);
             put_float(&o, f);
           }
         }
         put(&o, "]");
         break;
-      default: return fail(why, whylen, "'%s' has an unknown default", pname);
+      default: return dlx_set_err(why, whylen, "'%s' has an unknown default", pname);
     }
   }
   put(&o, ") -> ");
@@ -156,7 +144,7 @@ int dlx_derive_schema(const dlx_sig *s, const char *name, char *buf, size_t len,
     for (int32_t i = 0; i < s->nresults; ++i) put(&o, i ? ", Tensor" : "Tensor");
     put(&o, ")");
   }
-  if (o.n >= len) return fail(why, whylen, "the schema is longer than %zu characters", len);
+  if (o.n >= len) return dlx_set_err(why, whylen, "the schema is longer than %zu characters", len);
   return 0;
 }
 
@@ -216,9 +204,9 @@ int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t why
     const dlx_sig_type *t = &s->results[r];
     dlx_derived_result *res = &out->results[r];
     if (t->kind != DLX_SIG_TENSOR)
-      return fail(why, whylen, "result %d is not a tensor", (int)r);
+      return dlx_set_err(why, whylen, "result %d is not a tensor", (int)r);
     if (t->ndims < 0)
-      return fail(why, whylen, "result %d declares no shape (no brackets)", (int)r);
+      return dlx_set_err(why, whylen, "result %d declares no shape (no brackets)", (int)r);
     int bit = one_bit(t->dtypes);
     res->dtype_param = -1;
     if (bit >= 0) {
@@ -232,7 +220,7 @@ int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t why
         }
       }
       if (res->dtype_param < 0)
-        return fail(why, whylen,
+        return dlx_set_err(why, whylen,
                     "result %d's dtype is open and no required tensor parameter is declared "
                     "with the same dtypes",
                     (int)r);
@@ -241,7 +229,8 @@ int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t why
     res->ndims = t->ndims;
     for (int32_t d = 0; d < t->ndims; ++d) {
       const dlx_sig_dim *dm = &s->dims[t->dim0 + d];
-      if (out->ndims == DLX_DERIVE_MAX_DIMS) return fail(why, whylen, "too many result dimensions");
+      if (out->ndims == DLX_DERIVE_MAX_DIMS)
+        return dlx_set_err(why, whylen, "too many result dimensions");
       dlx_derived_dim *o = &out->dims[out->ndims++];
       memset(o, 0, sizeof *o);
       o->sym = -1;
@@ -253,7 +242,7 @@ int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t why
         case DLX_DIM_ANY: o->kind = DLX_DERIVE_FRESH; break;
         case DLX_DIM_ELLIPSIS:
           if (batch_param < 0)
-            return fail(why, whylen,
+            return dlx_set_err(why, whylen,
                         "result %d has \"...\" and no tensor parameter declares \"...\"", (int)r);
           o->kind = DLX_DERIVE_BATCH;
           o->at.param = (int16_t)batch_param;
@@ -281,7 +270,7 @@ int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t why
       if (first.param == here.param && first.dim == here.dim && first.from_back == here.from_back)
         continue;
       if (out->neqs == DLX_DERIVE_MAX_EQS)
-        return fail(why, whylen, "more than %d repeated size symbols", DLX_DERIVE_MAX_EQS);
+        return dlx_set_err(why, whylen, "more than %d repeated size symbols", DLX_DERIVE_MAX_EQS);
       dlx_derived_eq *e = &out->eqs[out->neqs++];
       e->sym = dm->sym;
       e->first = first;

@@ -11,6 +11,9 @@
 
 _Static_assert(sizeof(((dlx_invoke_proof *)0)->value) / sizeof(int64_t) == DLX_SIG_MAX_SYMBOLS,
                "dlx_invoke_proof holds every size symbol");
+_Static_assert(DLX_INVOKE_MAX_ARGS == DLX_SIG_MAX_PARAMS &&
+                   DLX_INVOKE_MAX_RESULTS == DLX_SIG_MAX_RESULTS,
+               "dlx_invoke.h's limits are the plan's");
 
 #define FSCRATCH 512 /* doubles for dlx_arg_floats of ints arguments, all of one call */
 

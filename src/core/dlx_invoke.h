@@ -17,6 +17,15 @@
 
 #include "dlx/dlx.h"
 
+#ifdef __cplusplus
+extern "C" { /* the torch addon (C++) includes it too */
+#endif
+
+/* A plan's limits (dlx_sig.h's DLX_SIG_MAX_PARAMS and _RESULTS; dlx_invoke.c checks they
+ * agree), for glue that sizes its per-call arrays without seeing dlx_sig.h. */
+#define DLX_INVOKE_MAX_ARGS 64
+#define DLX_INVOKE_MAX_RESULTS 16
+
 /* The plan (dlx_sig.h); glue libraries see it only as a pointer, so this header stands
  * alone next to dlx/dlx.h (it is shipped beside the XLA handler's source). */
 typedef struct dlx_sig dlx_sig;
@@ -130,5 +139,9 @@ typedef struct dlx_invoke_api {
 } dlx_invoke_api;
 
 extern const dlx_invoke_api dlx_invoke_api_v1;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* DLX_INVOKE_H_ */

@@ -634,13 +634,17 @@ static void finish(out *o) {
   if (o->len) o->buf[o->n < o->len ? o->n : o->len - 1] = 0;
 }
 
+void dlx_sig_shortest_float(double f, char out[40]) {
+  for (int prec = 1; prec <= 17; ++prec) {
+    snprintf(out, 40, "%.*g", prec, f);
+    if (strtod(out, NULL) == f) break;
+  }
+}
+
 /* The shortest %g text that reads back as the same double, always with '.' or 'e'. */
 static void put_float(out *o, double f) {
   char tmp[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(tmp, sizeof tmp, "%.*g", prec, f);
-    if (strtod(tmp, NULL) == f) break;
-  }
+  dlx_sig_shortest_float(f, tmp);
   if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0"); /* "n": inf/nan, which parsing refuses */
   put(o, "%s", tmp);
 }

@@ -137,6 +137,9 @@ size_t dlx_sig_format_type(const dlx_sig *s, const dlx_sig_type *t, char *buf, s
 size_t dlx_sig_format_default(const dlx_sig *s, const dlx_sig_param *p, char *buf, size_t len);
 /* A tensor's dtype as the grammar spells it ("f32"), or a description. */
 void dlx_sig_dtype_name(DLDataType dt, char *buf, size_t len);
+/* The shortest %g text of f that reads back as the same double (callers add the '.' their
+ * reader needs to see a float). */
+void dlx_sig_shortest_float(double f, char out[40]);
 
 /* ---- the per-call check ------------------------------------------------------------ */
 

@@ -1,8 +1,9 @@
 """Kernels beyond one process (issue 24): multiprocessing (spawn, forkserver, fork, and
 fork while other threads are inside dlx), ProcessPoolExecutor, torch.multiprocessing.spawn,
-torch.distributed (4 ranks, gloo, loopback), and the shared cache under many processes (8
-first loads at once compile once; a builder killed mid-build blocks nobody). Every process a
-test starts is ended by it; every wait is bounded. Dask: test_dask.py."""
+torch.distributed (4 ranks, gloo, loopback; a registered operator inside 2 DDP ranks'
+training steps), and the shared cache under many processes (8 first loads at once compile
+once; a builder killed mid-build blocks nobody). Every process a test starts is ended by it;
+every wait is bounded. Dask: test_dask.py."""
 import concurrent.futures
 import multiprocessing
 import os
@@ -360,3 +361,40 @@ def test_torch_distributed_four_ranks_all_reduce(tmp_path, monkeypatch):
     single = proc_tasks.apply(inline.poly, x)  # the same kernel, one process
     np.testing.assert_array_equal(got, single)
     assert float(got.sum()) == pytest.approx(float(torch.from_numpy(single).sum()), rel=1e-5)
+
+
+def test_registered_op_inside_ddp_training_steps(tmp_path, monkeypatch):
+    """2 gloo ranks train a DistributedDataParallel module whose forward calls a dlx kernel
+    registered with dlx.torch.register (its backward another dlx kernel, register_autograd):
+    the parameters equal one process's training on the whole batch."""
+    torch = pytest.importorskip("torch", reason="torch is not installed in this interpreter")
+    import torch.distributed as dist
+
+    import dlx.torch
+
+    version = tuple(int("".join(c for c in p if c.isdigit()) or 0)
+                    for p in torch.__version__.split("+")[0].split(".")[:2])
+    if version < (2, 5):
+        pytest.skip(f"dlx.torch.register needs torch 2.5 or newer, this is {torch.__version__}")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # loopback only
+    lib = dlx.load_inline(proc_tasks.SQUARE, name="ddp_square")
+    dlx.torch.ensure_addon(dlx.torch.backend())  # built once here, not by every rank at once
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 6))
+    y = rng.standard_normal((16, 1))
+    run_torch_spawn(proc_tasks.ddp_worker, (lib, x, y, 2, free_port(), str(tmp_path)), 2)
+    run_torch_spawn(proc_tasks.single_worker, (lib, x, y, str(tmp_path)), 1)
+    ddp, single = np.load(tmp_path / "ddp.npz"), np.load(tmp_path / "single.npz")
+    torch_only = np.load(tmp_path / "torch_only.npz")
+    assert str(ddp["implementation"]) == "addon"  # the C++ boxed kernel ran in the ranks
+    initial = proc_tasks.square_params(proc_tasks.square_model())
+    assert set(single.files) == set(initial) == set(ddp.files) - {"implementation"}
+    for name in initial:
+        assert not np.allclose(single[name], initial[name]), f"{name} did not train"
+        np.testing.assert_allclose(ddp[name], single[name], rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
+        # and the operator's forward and backward train as torch's own x * x does
+        np.testing.assert_allclose(single[name], torch_only[name], rtol=1e-10, atol=1e-12,
+                                   err_msg=name)

@@ -570,6 +570,20 @@ def test_cxxflags_are_honoured_and_change_the_identity(record, tmp_path):
     assert NAME.search(path) and os.path.basename(path) != os.path.basename(record.path)
 
 
+def test_the_included_header_counts_in_the_identity(tmp_path, monkeypatch):
+    """The addon includes dlx_invoke.h from beside it: a change there is another addon."""
+    import dlx.torch
+
+    spec = dlx.torch.build_spec("cpu")
+    before = dlx.torch.identity(spec)
+    assert os.path.isfile(dlx.torch.ADDON_HEADER)
+    header = tmp_path / "dlx_invoke.h"
+    header.write_bytes(open(dlx.torch.ADDON_HEADER, "rb").read() + b"/* changed */\n")
+    monkeypatch.setattr(dlx.torch, "ADDON_HEADER", str(header))
+    after = dlx.torch.identity(spec)
+    assert after[0] != before[0] and after[1] != before[1]
+
+
 # ---- command line ----
 
 @pytest.mark.parametrize("args, message", [

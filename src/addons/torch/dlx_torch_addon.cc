@@ -20,6 +20,7 @@
 // did, the guard makes it a no-op instead of a clash of two layouts.
 #include "dlx/dlpack.h"
 #include "dlx/dlx.h"
+#include "dlx_invoke.h"  // beside this file, as installed (dlx/addon/)
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -720,41 +721,12 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
 // results with at::empty. The GIL is neither needed nor taken (except by a stream
 // provider dlx registered for a device this build does not know).
 //
-// The layouts below are src/core/dlx_invoke.h's, version 1; dlx passes its api with
-// version and size, checked at registration.
+// dlx_invoke.h ships beside this file (dlx/addon/); dlx passes its api with version and
+// size, checked at registration.
 #if DLX_TORCH_AT_LEAST(2, 5)
 
-typedef int (*InvokeAlloc)(void *ctx, int32_t index, DLDevice dev, int32_t ndim,
-                           const int64_t *shape, DLDataType dtype, DLTensor **out);
-struct Invoke {
-  dlx_kernel_fn fn;
-  const void *plan;
-  const char *name;
-  dlx_arg *args;
-  int32_t nargs;
-  DLDevice device;
-  void *stream;
-  DLTensor **out;
-  int32_t nout;
-  InvokeAlloc allocate;
-  void *allocate_ctx;
-  int32_t produced;
-  char error_kind[64];
-  char error[1024];
-};
-struct KernelHandle {
-  dlx_kernel_fn fn;
-  const void *plan;
-  const char *name;
-};
-struct InvokeApi {
-  uint32_t version;
-  uint32_t size;
-  int (*run)(Invoke *inv);
-};
-
-constexpr int kMaxArgs = 64;     // DLX_SIG_MAX_PARAMS
-constexpr int kMaxResults = 16;  // DLX_SIG_MAX_RESULTS
+constexpr int kMaxArgs = DLX_INVOKE_MAX_ARGS;
+constexpr int kMaxResults = DLX_INVOKE_MAX_RESULTS;
 
 struct Results {
   at::Tensor tensors[kMaxResults];
@@ -804,7 +776,7 @@ int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const i
 
 class OpKernel final : public c10::OperatorKernel {
  public:
-  OpKernel(const KernelHandle *kernel, const InvokeApi *api, int32_t nresults)
+  OpKernel(const dlx_kernel_handle *kernel, const dlx_invoke_api *api, int32_t nresults)
       : kernel_(kernel), api_(api), nresults_(nresults) {}
 
   void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet, torch::jit::Stack *stack) {
@@ -883,7 +855,7 @@ class OpKernel final : public c10::OperatorKernel {
       TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
     }
     Results results;
-    Invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
+    dlx_invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
     inv.out = nullptr;
     inv.nout = 0;
     inv.produced = 0;
@@ -911,8 +883,8 @@ class OpKernel final : public c10::OperatorKernel {
   }
 
  private:
-  const KernelHandle *kernel_;
-  const InvokeApi *api_;
+  const dlx_kernel_handle *kernel_;
+  const dlx_invoke_api *api_;
   int32_t nresults_;
 };
 
@@ -950,9 +922,10 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
                                            const void *invoke_api, int32_t nresults, char *why,
                                            size_t whylen) {
 #if DLX_TORCH_AT_LEAST(2, 5)
-  const auto *api = static_cast<const InvokeApi *>(invoke_api);
-  if (api == nullptr || api->version != 1 || api->size < sizeof(InvokeApi)) {
-    std::snprintf(why, whylen, "dlx's invoke api is not version 1");
+  const auto *api = static_cast<const dlx_invoke_api *>(invoke_api);
+  if (api == nullptr || api->version != DLX_INVOKE_API_VERSION ||
+      api->size < sizeof(dlx_invoke_api)) {
+    std::snprintf(why, whylen, "dlx's invoke api is not version %u", DLX_INVOKE_API_VERSION);
     return -1;
   }
   return Guarded(
@@ -962,7 +935,7 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
           auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__,
                                                       __LINE__);
           lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel>(
-                              static_cast<const KernelHandle *>(kernel), api, nresults)));
+                              static_cast<const dlx_kernel_handle *>(kernel), api, nresults)));
           Libraries().push_back(std::move(lib));
         }
       },
