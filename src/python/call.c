@@ -389,8 +389,10 @@ static int arg_readonly(call_state *st, int32_t i) {
   dlx_arg *a = &st->argv[i];
   dlx_slot *slot = &st->slots[i];
   const DLPackExchangeAPI *api = slot->api;
-  if (a->readonly || a->kind != DLX_ARG_TENSOR || !api || slot->managed ||
-      a->value.tensor != &slot->view)
+  /* Every conversion that leaves the tensor in slot->view writes slot->api (a table's, or
+   * NULL); `managed` is stale there (a view's slot is not cleaned). An owned export's
+   * tensor is its own, except when compact strides were added: asked again then. */
+  if (a->readonly || a->kind != DLX_ARG_TENSOR || !api || a->value.tensor != &slot->view)
     return a->readonly;
   PyObject *et, *ev, *tb; /* an error the kernel recorded before asking stays its own */
   PyErr_Fetch(&et, &ev, &tb);
