@@ -359,6 +359,15 @@ static int torch_native_known(void) {
   return 0;
 }
 
+const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api) {
+  const DLPackExchangeAPI *shown = api;
+  DLX_LOCK(&cache_lock);
+  for (int k = 0; k < TORCH_CHECKED_MAX; ++k)
+    if (torch_checked[k].of && api == &torch_checked[k].table) shown = torch_checked[k].of;
+  DLX_UNLOCK(&cache_lock);
+  return shown;
+}
+
 /* `api`, or its checked copy when it is torch's native table (cold: once per type). */
 static const DLPackExchangeAPI *torch_checked_table(const DLPackExchangeAPI *api) {
   if (torch_native_known() || api->managed_tensor_from_py_object_no_sync != torch_native.managed)
