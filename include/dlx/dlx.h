@@ -22,6 +22,7 @@
 #define DLX_DLX_H_
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlpack.h"
@@ -40,8 +41,9 @@ extern "C" {
 #endif
 
 /* Kernel ABI version: major in the high 16 bits; a major change breaks kernels. A
- * minor bump appends fields: 1.1 added signatures, str/ints/floats, dlx_size. */
-#define DLX_ABI_VERSION 0x00010001u
+ * minor bump appends fields: 1.1 added signatures, str/ints/floats, dlx_size; 1.2 the
+ * runtime's arg_readonly (dlx_arg_is_readonly of a table's view export). */
+#define DLX_ABI_VERSION 0x00010002u
 #define DLX_ABI_MAJOR(v) ((v) >> 16)
 #define DLX_ABI_MINOR(v) ((v) & 0xffffu)
 
@@ -90,6 +92,9 @@ typedef struct dlx_runtime {
   /* ABI 1.1 */
   int (*symbol_size)(dlx_call *call, const char *symbol, int64_t *out);
   int (*ints_as_floats)(dlx_call *call, int32_t i, const double **v, int32_t *n);
+  /* ABI 1.2: whether tensor argument i is read-only, learnt on demand where its export
+   * carried no flags (a table's view export): 1 read-only (or unknowable), 0 writable. */
+  int (*arg_readonly)(const dlx_call *call, int32_t i);
 } dlx_runtime;
 
 /* One kernel invocation. The runtime's private state follows these fields. */
@@ -226,9 +231,19 @@ static inline int dlx_arg_float(dlx_call *call, int32_t i, double *out) {
   return -1; /* spelled out: variadic calls are not inlined, the optimiser must see it */
 }
 
-/* 1: the kernel must not write argument i's data; 0 otherwise (also for non-tensors). */
+/* 1: the kernel must not write argument i's data; 0 otherwise (also for non-tensors).
+ * A tensor not known read-only is asked of the runtime (1.2 on; an older runtime's
+ * `size` ends before arg_readonly): its export may not have carried the flags. */
 static inline int dlx_arg_is_readonly(const dlx_call *call, int32_t i) {
-  return i >= 0 && i < call->num_args && call->args[i].readonly;
+  if (i < 0 || i >= call->num_args) return 0;
+  const dlx_arg *a = &call->args[i];
+  if (a->readonly) return 1;
+  if (a->kind != DLX_ARG_TENSOR) return 0;
+  const dlx_runtime *rt = call->rt;
+  if (rt->size < offsetof(dlx_runtime, arg_readonly) + sizeof rt->arg_readonly ||
+      !rt->arg_readonly)
+    return 0;
+  return rt->arg_readonly(call, i);
 }
 
 static inline DLDevice dlx_call_device(const dlx_call *call) { return call->device; }

@@ -48,7 +48,7 @@ typedef struct call_state {
   int flags;                          /* DLX_CONVERT_* of the arguments dlx_convert_arg took */
   int32_t nresults;
   int32_t nowners;                    /* slots to release after the call: owners[] */
-  dlx_sig_bindings *binds;            /* size symbols (signed kernels) */
+  PyObject *const *objs;              /* the arguments, in argv's order (arg_readonly) */
   int32_t max_results;
   /* nogil: an exception a service raised, on whichever thread called it, carried to the
    * calling thread (a worker's thread state may not outlive the service) */
@@ -57,6 +57,9 @@ typedef struct call_state {
   result results[MAX_RESULTS];
   dlx_arg argv[DLX_MAX_ARGS];
   dlx_slot slots[DLX_MAX_ARGS];       /* per-argument storage (dlx_arg_floats of ints) */
+  /* Size symbols (signed kernels; unset otherwise). A member, not a pointer to a local:
+   * the store that pointer took pays for `objs`. */
+  dlx_sig_bindings binds;
 } call_state;
 
 /* Runtime services a nogil kernel calls take the GIL themselves, on whichever thread
@@ -329,12 +332,12 @@ static int symbol_size(call_state *st, const char *symbol, int64_t *out) {
   if (k < 0)
     return fail(st, "ValueError", "%s(): dlx_size: '%s' is not a size symbol of its signature",
                 st->k->name, symbol ? symbol : "(null)");
-  if (st->binds->value[k] < 0)
+  if (st->binds.value[k] < 0)
     return fail(st, "ValueError",
                 "%s(): dlx_size: size symbol '%s' is not bound in this call (no tensor given "
                 "has it)",
                 st->k->name, symbol);
-  *out = st->binds->value[k];
+  *out = st->binds.value[k];
   return 0;
 }
 
@@ -378,6 +381,43 @@ static int rt_ints_as_floats(dlx_call *call, int32_t i, const double **v, int32_
   return rc;
 }
 
+/* dlx_arg_is_readonly of a tensor not known read-only. A table's view export carries no
+ * flags: the table's owned export of the same object is asked (its deleter run at once).
+ * Every other way in (numpy's view, owned exports, __dlpack__, buffers) set the flag
+ * already. Only a kernel that asks pays; 1 also when the flags cannot be learnt. */
+static int arg_readonly(call_state *st, int32_t i) {
+  dlx_arg *a = &st->argv[i];
+  dlx_slot *slot = &st->slots[i];
+  const DLPackExchangeAPI *api = slot->api;
+  /* Every conversion that leaves the tensor in slot->view writes slot->api (a table's, or
+   * NULL); `managed` is stale there (a view's slot is not cleaned). An owned export's
+   * tensor is its own, except when compact strides were added: asked again then. */
+  if (a->readonly || a->kind != DLX_ARG_TENSOR || !api || a->value.tensor != &slot->view)
+    return a->readonly;
+  PyObject *et, *ev, *tb; /* an error the kernel recorded before asking stays its own */
+  PyErr_Fetch(&et, &ev, &tb);
+  DLManagedTensorVersioned *m = NULL;
+  int ro = 1;
+  if (api->managed_tensor_from_py_object_no_sync(st->objs[i], &m) == 0 && m) {
+    if (m->version.major == 1) ro = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    if (m->deleter) m->deleter(m);
+  }
+  PyErr_Clear(); /* a question, not a failure of the call: unknowable is read-only */
+  PyErr_Restore(et, ev, tb);
+  if (ro) a->readonly = 1; /* asked again, answered without the export */
+  return ro;
+}
+
+static int rt_arg_readonly(const dlx_call *call, int32_t i) {
+  call_state *st = (call_state *)call; /* the runtime's own state, writable */
+  if (i < 0 || i >= call->num_args) return 0;
+  service sv;
+  service_enter(st, &sv);
+  int rc = arg_readonly(st, i);
+  service_leave(st, &sv);
+  return rc;
+}
+
 static const dlx_runtime runtime = {
     .abi_version = DLX_ABI_VERSION,
     .size = sizeof(dlx_runtime),
@@ -387,6 +427,7 @@ static const dlx_runtime runtime = {
     .return_new_tensor = rt_return_new_tensor,
     .symbol_size = rt_size,
     .ints_as_floats = rt_ints_as_floats,
+    .arg_readonly = rt_arg_readonly,
 };
 
 /* "cuda:0", or "device type 99:0" for a type DLPack does not name. */
@@ -868,14 +909,16 @@ producer_error: {
 
 /* ---- the call ----------------------------------------------------------------------- */
 
+/* `objs` takes the store that a pointer to the bindings took: a call that never asks
+ * arg_readonly pays nothing for it. */
 static inline void state_init(call_state *st, const dlx_kernel_info *k, int32_t nargs,
-                              int32_t max_results) {
+                              int32_t max_results, PyObject *const *objs) {
   st->pub = (dlx_call){.rt = &runtime, .args = st->argv, .num_args = nargs,
                        .device = {kDLCPU, 0}, .stream = NULL};
   st->k = k;
   st->failed = st->released = st->prefixed = st->flags = 0;
   st->nresults = st->nowners = 0;
-  st->binds = NULL;
+  st->objs = objs;
   st->max_results = max_results;
 }
 
@@ -1063,7 +1106,8 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
   if (device_arg >= 0) {
     const DLPackExchangeAPI *api = st->slots[device_arg].api;
     if (__builtin_expect(dlx_relaxed_load(&dlx_stream_pending) != 0, 0)) {
-      if (finish_streams(st, objs, st->argv, st->slots, st->binds)) return call_failed(st);
+      if (finish_streams(st, objs, st->argv, st->slots, k->sig ? &st->binds : NULL))
+        return call_failed(st);
     } else if (api && api->current_work_stream(st->pub.device.device_type,
                                                st->pub.device.device_id, &st->pub.stream)) {
       if (!PyErr_Occurred())
@@ -1154,7 +1198,7 @@ static __attribute__((noinline, cold)) const dlx_type_info *mut_type_miss(PyType
 static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
                                int32_t nargs) {
   call_state st; /* field by field (state_init): an initializer would zero it all */
-  state_init(&st, k, nargs, MAX_RESULTS);
+  state_init(&st, k, nargs, MAX_RESULTS, args);
   int32_t device_arg = -1;
   vouched np = {NULL, NULL};
   dlx_call_enter(); /* tables this call uses stay alive until it leaves */
@@ -1201,10 +1245,9 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     objs = bound;
   }
   call_state st;
-  state_init(&st, k, np, sig->nresults);
-  dlx_sig_bindings binds;
-  dlx_sig_bindings_init(&binds, sig);
-  st.binds = &binds;
+  state_init(&st, k, np, sig->nresults, objs);
+  dlx_sig_bindings_init(&st.binds, sig);
+  dlx_sig_bindings *const binds = &st.binds;
   int32_t device_arg = -1;
   vouched npv = {NULL, NULL};
   dlx_call_enter();
@@ -1251,8 +1294,8 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     rc = convert_object(&st, i, obj, tp, &npv);
   converted:
     if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
-      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds), 0) &&
-          check_declared(k, i, obj, a, slot, &binds))
+      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&
+          check_declared(k, i, obj, a, slot, binds))
         return param_refused(&st, i);
       continue;
     }
@@ -1266,9 +1309,9 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
      * refuses what is no tensor (a scalar, a list: released there). */
     if (!(rc & DLX_CONVERT_DEFERRED) &&
         __builtin_expect(a->kind != DLX_ARG_TENSOR ||
-                             dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &binds),
+                             dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds),
                          0) &&
-        check_declared(k, i, obj, a, slot, &binds)) {
+        check_declared(k, i, obj, a, slot, binds)) {
       param_refused(&st, i);
       return traced_or_raise(k, objs, np, NULL);
     }

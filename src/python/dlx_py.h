@@ -162,6 +162,9 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
 /* current_work_stream for dlx's own tables of host-only frameworks (numpy, JAX): NULL, no stream */
 int dlx_no_stream(DLDeviceType device_type, int32_t device_id, void **out);
 PyObject *dlx_table_capsule(const DLPackExchangeAPI *api);
+/* The table a type brought for the one dlx uses (torch's native table for the copy that
+ * refuses conjugate/negative views: tables.c); `api` itself otherwise. */
+const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api);
 extern DLX_ATOMIC(unsigned long long) dlx_stat_type_lookups; /* cache misses, for tests */
 
 /* ---- numpy_table.c ---- */

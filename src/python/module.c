@@ -15,7 +15,7 @@ static PyObject *exchange_api(PyObject *self, PyObject *arg) {
                        refill its slot meanwhile */
   const dlx_type_info *info = dlx_type_info_get(tp);
   PyObject *owner = info && info->source == DLX_SRC_TABLE ? Py_NewRef(info->owner) : NULL;
-  const DLPackExchangeAPI *api = owner ? info->api : NULL;
+  const DLPackExchangeAPI *api = owner ? dlx_table_shown(info->api) : NULL;
   int failed = !info;
   dlx_call_leave();
   if (failed) return NULL;

@@ -47,3 +47,26 @@ DLX_KERNEL(k_0123456789012345678901234567890123456789012345678901234567890123456
            "x: int = 0") {
   return dlx_error(call, "ValueError", "long and failing");
 }
+
+/* Unsigned: dlx_arg_is_readonly of each argument, asked twice (the answer must not change). */
+DLX_KERNEL(readonly_flags) {
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    int first = dlx_arg_is_readonly(call, i);
+    if (dlx_arg_is_readonly(call, i) != first)
+      return dlx_error(call, "AssertionError", "argument %d: answers differ", (int)i);
+    if (dlx_return_int(call, first)) return -1;
+  }
+  return 0;
+}
+
+/* The same question from a nogil kernel, for a tensor it does not declare mut. */
+DLX_KERNEL(readonly_nogil, "x: tensor -> int; nogil") {
+  return dlx_return_int(call, dlx_arg_is_readonly(call, 0));
+}
+
+/* A recorded error stays the kernel's when it asks afterwards. */
+DLX_KERNEL(readonly_after_error) {
+  dlx_error(call, "ValueError", "recorded first");
+  (void)dlx_arg_is_readonly(call, 0);
+  return -1;
+}

@@ -72,6 +72,32 @@ def test_non_mut_tensors_keep_the_view_export(fx, hk):
     assert s["view_exports"] == 1 and s["managed_exports"] == 0
 
 
+@pytest.mark.parametrize("device", [(CPU, 0), (CUDA, 0)])
+def test_unsigned_kernel_learns_readonly_of_a_view_export(fx, hk, device):
+    ro = fx.tensor([1.0, 2.0], device=device, readonly=True)
+    w = fx.tensor([1.0, 2.0], device=device)
+    a = f32(2)
+    a.flags.writeable = False
+    fx.reset_stats()
+    # the view export carries no flags: answered 0 for `ro` before ABI 1.2
+    assert hk.readonly_flags(ro, w, a, f32(2), 1, 2.0) == (1, 0, 1, 0, 0, 0)
+    s = fx.stats()  # asked: the owned export of ro once (then remembered), of w twice
+    assert s["view_exports"] == 2 and s["managed_exports"] == 3 and s["deleted"] == 3
+    assert hk.readonly_nogil(ro) == 1 and hk.readonly_nogil(w) == 0
+
+
+def test_a_kernel_that_does_not_ask_pays_no_owned_export(fx, hk):
+    fx.reset_stats()
+    assert hk.count_contig(fx.tensor([1.0, 2.0], readonly=True)) == 2
+    s = fx.stats()
+    assert s["view_exports"] == 1 and s["managed_exports"] == 0
+
+
+def test_asking_keeps_a_recorded_error(fx, hk):
+    with pytest.raises(ValueError, match=r"^readonly_after_error\(\): recorded first$"):
+        hk.readonly_after_error(fx.tensor([1.0], readonly=True))
+
+
 def test_mut_still_refuses_readonly_numpy(hk):
     a = f32(2)
     a.flags.writeable = False
