@@ -85,11 +85,14 @@ static void test_lock_dies_with_its_holder_not_its_child(void **state) {
     if (dlx_lock_acquire(lock_path, &lock, err, sizeof err)) _exit(2);
     pid_t child = fork();
     if (child == 0) { /* lives on; holds nothing */
+      /* says so itself: by now fork() has returned here, the child handler has run */
+      pid_t me = getpid();
+      (void)!write(ready[1], &me, sizeof me);
       close(ready[1]);
       sleep(30);
       _exit(0);
     }
-    (void)!write(ready[1], &child, sizeof child);
+    close(ready[1]);
     pause(); /* killed while holding the lock */
     _exit(3);
   }
