@@ -357,6 +357,46 @@ static void test_open_trusted_loads_what_was_checked(void **state) {
   close(dirfd);
 }
 
+/* A library the loader knows under its own path, loaded again through a descriptor: the
+ * loader finds the same file and adds the descriptor's name to that library's names. Once
+ * the number is closed and reused for another file, that name must not bring the first
+ * library back (the reported "has no kernel 'add' (it defines ())"). */
+static void test_dlopen_a_name_the_loader_gave_to_the_same_file(void **state) {
+  (void)state;
+  int dirfd = dlx_cache_dir_open(at("c"), 1, err, sizeof err);
+  assert_true(dirfd >= 0);
+  sealed_copy(DLX_BINARY_DIR "/kernels/test_kernels.so", at("c/a.so"));
+  sealed_copy(DLX_BINARY_DIR "/examples/saxpy.so", at("c/b.so"));
+  void *ha = dlopen(at("c/a.so"), RTLD_NOW | RTLD_LOCAL);
+  assert_non_null(ha);
+  int fd = -1;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "a.so", &fd, err, sizeof err), 1);
+  void *h = dlx_cache_dlopen(&fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+  assert_true(h == ha); /* the same file: the loader's own copy */
+  int old_fd = fd;
+  close(fd);
+  fd = -1;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "b.so", &fd, err, sizeof err), 1);
+  assert_int_equal(fd, old_fd); /* the number, hence the name, the first file had */
+  void *hb = dlx_cache_dlopen(&fd, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+  assert_non_null(hb);
+  assert_true(hb != ha);
+  assert_non_null(dlsym(hb, "dlx_kernel__saxpy"));
+  assert_null(dlsym(hb, "dlx_kernel__noop"));
+  /* and the first file through yet another descriptor is still the loader's copy */
+  int fa = -1;
+  assert_int_equal(dlx_cache_open_trusted(dirfd, "a.so", &fa, err, sizeof err), 1);
+  void *h3 = dlx_cache_dlopen(&fa, RTLD_NOW | RTLD_LOCAL, err, sizeof err);
+  assert_true(h3 == ha);
+  dlclose(h3);
+  dlclose(hb);
+  dlclose(h);
+  dlclose(ha);
+  close(fa);
+  close(fd);
+  close(dirfd);
+}
+
 static void test_open_trusted_refuses(void **state) {
   (void)state;
   int dirfd = dlx_cache_dir_open(at("c"), 1, err, sizeof err);
@@ -647,6 +687,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_dir_open_refuses_a_foreign_folder_above, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_open_trusted_loads_what_was_checked, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dlopen_a_name_the_loader_gave_to_the_same_file, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_open_trusted_refuses, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_basics, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_blocks_other_process, setup, teardown),

@@ -480,6 +480,32 @@ def test_wrong_identity_is_refused(record):
         dlx._core.load_addon(record.path, record.identity + "x")
 
 
+def test_a_refused_addon_leaves_its_descriptor_names_free(record, tmp_path, monkeypatch):
+    """Refused here, the addon is still the loader's (install() loaded it, or it stays
+    mapped): reached through a descriptor, the loader had added that descriptor's name to
+    it, and the next library loaded under the same number came back as the addon (no
+    kernels). Refused at several numbers, so the kernel library's number is among them."""
+    spare = []
+    try:
+        for _ in range(8):
+            with pytest.raises(ImportError, match="not the addon for this setup"):
+                dlx._core.load_addon(record.path, record.identity + "x")
+            spare.append(os.open(os.devnull, os.O_RDONLY))
+    finally:
+        for fd in spare:
+            os.close(fd)
+    monkeypatch.setenv("DLX_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "adder.c"
+    src.write_text("#include <dlx/dlx.h>\n"
+                   "DLX_KERNEL(add) {\n"
+                   "  int64_t a, b;\n"
+                   "  if (dlx_arg_int(call, 0, &a) || dlx_arg_int(call, 1, &b)) return -1;\n"
+                   "  return dlx_return_int(call, a + b);\n"
+                   "}\n")
+    lib = dlx.load(dlx.build(src))
+    assert lib.kernels == ("add",) and lib.add(1, 2) == 3
+
+
 def _copy_into(record, folder):
     folder.mkdir(mode=0o700)
     dst = folder / os.path.basename(record.path)

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,24 +242,52 @@ int dlx_fd_path(int fd, char *out, size_t outlen) {
   return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
+/* Whether the loader knows a library by `via`, the name of descriptor `fd`, rather than
+ * by the file behind it. The loader matches names first, then files (device and inode),
+ * and a file match adds the name asked for to that library's names for good: once the
+ * number is reused, that name stands for the old library, whose l_name is another. So the
+ * question is asked with a folder in place of the file for its duration: a known name is
+ * answered before anything is opened, and a folder is no library (no name is added).
+ * 1 known, 0 not, -1 with errno. */
+static int name_known(int fd, const char *via) {
+  int file = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (file < 0) return -1;
+  int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0 || dup3(dir, fd, O_CLOEXEC) < 0) {
+    int e = errno;
+    if (dir >= 0) close(dir);
+    close(file);
+    errno = e;
+    return -1;
+  }
+  close(dir);
+  void *old = dlopen(via, RTLD_LAZY | RTLD_NOLOAD);
+  (void)dlerror(); /* the folder's "cannot read file data" is no error of the caller's */
+  if (old) dlclose(old);
+  int back = dup3(file, fd, O_CLOEXEC);
+  int e = errno;
+  close(file);
+  errno = e;
+  return back < 0 ? -1 : old != NULL;
+}
+
 void *dlx_cache_dlopen(int *fd, int flags, char *err, size_t errlen) {
   char via[64];
-  /* The loader matches names before files: a library still loaded under this
-   * descriptor's name (its descriptor since closed and the number reused) would be
-   * returned in place of ours. Move to another number until the name is free.
-   * Every library loaded and dropped leaves its name behind (handles are never closed),
-   * so there is no bound but the descriptor limit; never load under a taken name. */
+  /* A library still known by this descriptor's name (loaded through the same number,
+   * since closed and reused, or the same file once reached through it) would be returned
+   * in place of ours. Move to another number until the name is free. Every library
+   * loaded and dropped leaves its names behind (handles are never closed), so there is
+   * no bound but the descriptor limit; never load under a taken name. A name that is
+   * free loads our file, or the loader's copy of that very file. */
   for (;;) {
     dlx_fd_path(*fd, via, sizeof via);
-    void *old = dlopen(via, RTLD_LAZY | RTLD_NOLOAD);
-    if (!old) break;
-    /* Known as this very file (same device and inode) under another name: the loader
-     * rightly hands that back. Only a library known by this name is another one. */
-    struct link_map *lm = NULL;
-    int same_file = dlinfo(old, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
-                    strcmp(lm->l_name, via) != 0;
-    dlclose(old);
-    if (same_file) break;
+    int known = name_known(*fd, via);
+    if (known < 0) {
+      dlx_set_err(err, errlen, "cannot ask the loader whether it knows '%s': %s", via,
+                  strerror(errno));
+      return NULL;
+    }
+    if (!known) break;
     int moved = fcntl(*fd, F_DUPFD_CLOEXEC, *fd + 1);
     if (moved < 0) {
       dlx_set_err(err, errlen, "no descriptor number the loader does not know already: %s",

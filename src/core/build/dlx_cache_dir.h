@@ -44,10 +44,12 @@ int dlx_cache_open_trusted(int dirfd, const char *name, int *fd_out, char *err, 
 int dlx_fd_path(int fd, char *out, size_t outlen);
 
 /* dlopen(dlx_fd_path(*fd), flags): the library open as *fd, whatever its name now
- * points to. When the loader already knows another library by that name (loaded
- * through the same descriptor number, since closed and reused), *fd is first moved
- * to a number whose name is free (the old one closed), however many are taken. NULL
- * with err (dlerror's words, or no free number below the descriptor limit). */
+ * points to. When the loader already knows a library by that name (loaded through the
+ * same descriptor number, since closed and reused, or the same file reached through
+ * it, which adds the name to that library's), *fd is first moved to a number whose name
+ * is free (the old one closed), however many are taken. The name is asked about with a
+ * folder briefly behind *fd, so that only names count, not files. NULL with err
+ * (dlerror's words, or no free number below the descriptor limit). */
 void *dlx_cache_dlopen(int *fd, int flags, char *err, size_t errlen);
 
 /* 1 trusted, 0 missing, -1 refused with the reason in err. Trusted: not a symlink
