@@ -53,8 +53,13 @@ def doc_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs")
     bin_dir = root / "bin"
     bin_dir.mkdir()
-    # a script, not a link: a venv's interpreter finds its venv only by the path it is run as
-    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    # a script, not a link: a venv's interpreter finds its venv only by the path it is run as.
+    # Under `make sanitize` only the interpreter gets the sanitizer's LD_PRELOAD: a compiler
+    # the docs run (nvcc) crashes with it.
+    preload = os.environ.get("LD_PRELOAD", "")
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\n" + (f"LD_PRELOAD='{preload}'; export LD_PRELOAD\n" if preload else "") +
+        f'exec "{sys.executable}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
     dirs = {}
 
@@ -66,6 +71,8 @@ def doc_dirs(tmp_path_factory):
 
     get.env = dict(os.environ, PYTHONPATH=PYPATH,
                    PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    get.env.pop("LD_PRELOAD", None)
+    get.python = str(bin_dir / "python")
     return get
 
 
@@ -150,4 +157,4 @@ def test_doc_block(doc, line, action, args, text, doc_dirs):
                 pytest.skip(f"the example imports {module}, which this interpreter lacks")
         code = _expectations(text)
         compile(code, f"{doc.name}:{line}", "exec")
-        _run([sys.executable, "-c", code], folder, env, stdin=subprocess.DEVNULL)
+        _run([doc_dirs.python, "-c", code], folder, env, stdin=subprocess.DEVNULL)
