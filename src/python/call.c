@@ -19,6 +19,7 @@
  */
 #include <string.h>
 
+#include "dlx_gil.h"
 #include "dlx_py.h"
 
 #include "dlx_core.h"
@@ -1118,11 +1119,11 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
   int rc;
   if (nogil) {
     st->exc_type = st->exc_value = st->exc_tb = NULL;
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = dlx_gil_release();
     st->released = 1;
     rc = k->fn(&st->pub);
     st->released = 0;
-    PyEval_RestoreThread(ts);
+    dlx_gil_reacquire(ts);
     if (st->exc_type) PyErr_Restore(st->exc_type, st->exc_value, st->exc_tb);
   } else {
     rc = k->fn(&st->pub);

@@ -2,6 +2,7 @@
  * module.c - dlx._core: module init and the small module-level functions.
  * The user-facing API is re-exported by python/dlx/__init__.py.
  */
+#include "dlx_gil.h"
 #include "dlx_py.h"
 
 #include "dlx_invoke.h"
@@ -66,9 +67,25 @@ static PyObject *install_numpy(PyObject *self, PyObject *unused) {
 static PyObject *stats(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
-  return Py_BuildValue("{sKsI}", "type_lookups",
-                       dlx_relaxed_load(&dlx_stat_type_lookups), "stream_pending",
-                       dlx_relaxed_load(&dlx_stream_pending));
+  unsigned long long handoffs, timeouts;
+  int spinning;
+  dlx_gil_counters(&handoffs, &timeouts, &spinning);
+  return Py_BuildValue("{sKsIsKsKsi}", "type_lookups", dlx_relaxed_load(&dlx_stat_type_lookups),
+                       "stream_pending", dlx_relaxed_load(&dlx_stream_pending), "gil_handoffs",
+                       handoffs, "gil_spin_timeouts", timeouts, "gil_spinning", spinning);
+}
+
+/* _gil_spin_ns(ns) -> the previous bound of dlx_gil.h's spin (tests: one long enough that
+ * a preempted holder cannot outlast it). 0 under a free-threaded build: nothing spins. */
+static PyObject *gil_spin_ns(PyObject *self, PyObject *arg) {
+  (void)self;
+  long long ns = PyLong_AsLongLong(arg);
+  if (ns == -1 && PyErr_Occurred()) return NULL;
+  if (ns < 0 || ns > 10000000000LL) {
+    PyErr_SetString(PyExc_ValueError, "_gil_spin_ns: 0 to 10 s in ns");
+    return NULL;
+  }
+  return PyLong_FromLongLong(dlx_gil_set_spin_ns(ns));
 }
 
 /* The C call path for glue libraries (dlx_invoke.h): a capsule of a static struct. */
@@ -87,7 +104,9 @@ static PyMethodDef methods[] = {
     {"register_provider", (PyCFunction)(void (*)(void))register_provider, METH_FASTCALL,
      "register_provider(type, capsule): use this table for a type that cannot carry one"},
     {"_install_numpy", install_numpy, METH_NOARGS, "register dlx's numpy.ndarray table"},
-    {"_stats", stats, METH_NOARGS, "internal counters (type-cache misses, stream_pending), for tests"},
+    {"_stats", stats, METH_NOARGS,
+     "internal counters (type-cache misses, stream_pending, GIL hand-offs), for tests"},
+    {"_gil_spin_ns", gil_spin_ns, METH_O, "_gil_spin_ns(ns) -> previous: the GIL spin's bound"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

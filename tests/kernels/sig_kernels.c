@@ -192,6 +192,22 @@ DLX_KERNEL(handshake_gil, "flags: i64[2] mut contig, me: int, timeout_ms: int ->
   return handshake(call);
 }
 
+/* flags[0] = 1, waits (up to timeout_ms) for flags[1], then flags[0] = 2 as it returns:
+ * another thread sees when this kernel started and when it ended. No result: nothing in
+ * it takes the GIL. */
+DLX_KERNEL(await_flag_nogil, "flags: i64[2] mut contig, timeout_ms: int; nogil") {
+  DLTensor *flags;
+  int64_t timeout;
+  if (dlx_arg_tensor(call, 0, &flags) || dlx_arg_int(call, 1, &timeout)) return -1;
+  int64_t *f = (int64_t *)((char *)flags->data + flags->byte_offset);
+  __atomic_store_n(&f[0], 1, __ATOMIC_SEQ_CST);
+  double end = now_ms() + (double)timeout;
+  while (!__atomic_load_n(&f[1], __ATOMIC_SEQ_CST) && now_ms() < end) {
+  }
+  __atomic_store_n(&f[0], 2, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
 static int busy(dlx_call *call) {
   int64_t ms;
   if (dlx_arg_int(call, 0, &ms)) return -1;
