@@ -1,6 +1,6 @@
-"""dlx kernels as Ray tasks (issue 24), where Ray is installed: it is not pinned in the venv
-(ray 2.60.0 installs here, ~260 MB with its dependencies, and a local instance starts on 2
-cores in ~12 s). One local instance, 2 CPUs, 127.0.0.1, no dashboard; the workers get a
+"""dlx kernels as Ray tasks (issue 24). Ray is pinned in .venv (ray 2.60.0, ~260 MB with its
+dependencies; scripts/venv-requirements.txt) and a local instance starts on 2 cores in a few
+seconds; the other interpreters have no Ray and skip. One local instance, 2 CPUs, 127.0.0.1, no dashboard; the workers get a
 cache folder of their own, so the load_inline library is built there from its source."""
 import os
 import shutil
@@ -9,8 +9,8 @@ import tempfile
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed in this interpreter (not pinned: "
-                          "see the module's docstring)")
+ray = pytest.importorskip("ray", reason="Ray is not installed in this interpreter (it is "
+                          "pinned in .venv only)")
 
 import dlx  # noqa: E402
 import proc_tasks  # noqa: E402
