@@ -162,13 +162,18 @@ sanitize: setup-debian
 
 # ThreadSanitizer (clang) over the C core's pieces that threads share (the build lock, temp
 # names, the kernel build driver), driven by threads in tests/c/test_threads.c. Only the core
-# and that test are built (TSAN_BUILD): a minute or so.
-TSAN_BUILD ?= build-tsan
+# and that test are built (TSAN_BUILD): a minute or so. Then the Python stress test
+# (tests/python/threads_stress.py) under a free-threaded CPython built with TSan, dlx built
+# the same way (scripts/tsan_free_threaded.sh; the interpreter once per machine, ~10 min).
+TSAN_BUILD    ?= build-tsan
+TSAN_FT_BUILD ?= build-tsan-ft
+TSAN_FT_VENV  ?= .venv-ft-tsan
 tsan: setup-debian
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 	  -DCMAKE_CXX_COMPILER=clang++ -DPython3_EXECUTABLE=$(PYTHON) -DDLX_SANITIZE=thread >/dev/null
 	@cmake --build $(TSAN_BUILD) -j2 --target test_threads
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch -R $(TSAN_BUILD)/tests/test_threads
+	bash scripts/tsan_free_threaded.sh $(CURDIR)/$(TSAN_FT_BUILD) $(CURDIR)/$(TSAN_FT_VENV)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c, clang) in $(FUZZ_BUILD), FUZZ_SECONDS each.
 fuzz-build: setup-debian
@@ -179,4 +184,4 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(FT_BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(VENV_BUILD) $(NEWER_BUILD) $(FT_BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(TSAN_FT_BUILD) $(FUZZ_BUILD)

@@ -14,22 +14,35 @@
 # a lock (flock) keeps two setups from building at once. Configure without
 # --enable-optimizations (PGO would take most of an hour on 2 cores): `nice make -j2`, a few
 # minutes. DLX_FT_PYTHON, when set, is taken as it is.
+#
+# `free_threaded_python.sh tsan`: the same interpreter built with ThreadSanitizer (clang,
+# --with-thread-sanitizer) in its own folder, for `make tsan`'s stress run, with CPython's
+# own TSan suppressions kept beside it (share/tsan-suppressions.txt). TSan's runtime wants
+# a fixed address layout, so everything this interpreter runs goes through `setarch -R`.
 set -uo pipefail
-if [ -n "${DLX_FT_PYTHON:-}" ]; then echo "$DLX_FT_PYTHON"; exit 0; fi
+variant=${1:-}
+if [ -z "$variant" ] && [ -n "${DLX_FT_PYTHON:-}" ]; then echo "$DLX_FT_PYTHON"; exit 0; fi
 version=3.13
 if [ -w /var/cache ] || [ "$(id -u)" = 0 ]; then cache=${DLX_FT_CACHE:-/var/cache/dlx}
 else cache=${DLX_FT_CACHE:-$HOME/.cache/dlx}; fi
-prefix=$cache/python$version-ft
+name=python$version-ft${variant:+-$variant}
+prefix=$cache/$name
 py=$prefix/bin/python${version}t
+configure_extra=()
+run=()
+if [ "$variant" = tsan ]; then
+  configure_extra=(--with-thread-sanitizer CC=clang CXX=clang++)
+  run=(setarch -R)
+fi
 works() {  # built --disable-gil, with what pip, venv and the tests need
-  "$py" -c 'import sysconfig, venv, ssl, ctypes; assert sysconfig.get_config_var("Py_GIL_DISABLED")' \
+  "${run[@]}" "$py" -c 'import sysconfig, venv, ssl, ctypes; assert sysconfig.get_config_var("Py_GIL_DISABLED")' \
     2>/dev/null
 }
 if works; then echo "$py"; exit 0; fi
 
 mkdir -p "$cache" || exit 0
-log=$cache/python$version-ft.log
-exec 9>"$cache/python$version-ft.lock"
+log=$cache/$name.log
+exec 9>"$cache/$name.lock"
 flock 9                              # another setup building: wait for it, then reuse its build
 if works; then echo "$py"; exit 0; fi
 
@@ -41,6 +54,7 @@ if works; then echo "$py"; exit 0; fi
   # tests use (ssl for PyPI, zlib/bz2/lzma for wheels, ffi for ctypes, uuid, sqlite).
   deps=(build-essential libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev
         uuid-dev libexpat1-dev pkg-config)
+  [ "$variant" = tsan ] && deps+=(clang)
   missing=()
   for p in "${deps[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -67,9 +81,13 @@ EOF
   apt-get source -qq --download-only "python$version" >/dev/null
   tar -xf python"$version"_*.orig.tar.xz
   cd Python-"$version".*/
-  ./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install >/dev/null
-  nice make -j2 -s >/dev/null
-  make -s altinstall >/dev/null
+  ./configure -q --disable-gil --prefix="$prefix" --with-ensurepip=install \
+    "${configure_extra[@]}" >/dev/null
+  "${run[@]}" nice make -j2 -s >/dev/null
+  "${run[@]}" make -s altinstall >/dev/null
+  if [ "$variant" = tsan ]; then
+    cp Tools/tsan/suppressions_free_threading.txt "$prefix/share/tsan-suppressions.txt"
+  fi
   cd "$cache"; rm -rf "$work"
 } >"$log" 2>&1
 if works; then echo "$py"

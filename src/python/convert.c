@@ -183,7 +183,7 @@ static __attribute__((cold, noinline)) int make_names(void) {
     kw_stream = Py_BuildValue("(s)", "stream");
     max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
     if (dlpack_name && device_name && kw_version && kw_both && kw_stream && max_version)
-      dlx_relaxed_store(&names_ready, 1); /* (the unlock orders the stores before it) */
+      dlx_release_store(&names_ready, 1); /* readers skip the lock: release, not relaxed */
     else { /* out of memory: asked again next time */
       Py_CLEAR(dlpack_name);
       Py_CLEAR(device_name);
@@ -198,14 +198,10 @@ static __attribute__((cold, noinline)) int make_names(void) {
   return ok ? 0 : -1;
 }
 
-/* 1 once made; readers that saw the flag set read the names (acquire: the lock's release
- * happened before the flag could be seen). */
+/* 1 once made; a reader that sees the flag set sees the names (acquire, paired with the
+ * release that set it; found by TSan under a free-threaded CPython). */
 static inline int names_made(void) {
-#if DLX_FREE_THREADED
-  return atomic_load_explicit(&names_ready, memory_order_acquire) || make_names() == 0;
-#else
-  return names_ready || make_names() == 0;
-#endif
+  return dlx_acquire_load(&names_ready) || make_names() == 0;
 }
 
 PyObject *dlx_call_dlpack(PyObject *obj, PyObject *stream, int fallback) {

@@ -6,6 +6,9 @@
  * changes for 3.11, 3.12 or 3.13 beyond what each site says. Under a free-threaded build:
  *   DLX_ATOMIC(T)       a C11 _Atomic object
  *   dlx_relaxed_*       counters and flags whose readers want a value, not an order
+ *   dlx_release_store / dlx_acquire_load
+ *                       a flag that publishes what was written before it (made once under
+ *                       a lock, read without it: the lock orders nothing for such readers)
  *   DLX_LOCK/UNLOCK     one PyMutex (parks the thread state while waiting: no deadlock
  *                       with a stop-the-world collection); never held across Python code
  *   Py_BEGIN_CRITICAL_SECTION  3.13's per-object lock; a plain block before 3.13
@@ -25,6 +28,8 @@
 #define dlx_relaxed_store(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 #define dlx_relaxed_add(p, v) ((void)atomic_fetch_add_explicit((p), (v), memory_order_relaxed))
 #define dlx_relaxed_sub(p, v) ((void)atomic_fetch_sub_explicit((p), (v), memory_order_relaxed))
+#define dlx_acquire_load(p) atomic_load_explicit((p), memory_order_acquire)
+#define dlx_release_store(p, v) atomic_store_explicit((p), (v), memory_order_release)
 #define DLX_LOCK(m) PyMutex_Lock(m)
 #define DLX_UNLOCK(m) PyMutex_Unlock(m)
 typedef PyMutex dlx_mutex;
@@ -35,6 +40,8 @@ typedef PyMutex dlx_mutex;
 #define dlx_relaxed_store(p, v) (*(p) = (v))
 #define dlx_relaxed_add(p, v) ((void)(*(p) += (v)))
 #define dlx_relaxed_sub(p, v) ((void)(*(p) -= (v)))
+#define dlx_acquire_load(p) (*(p))
+#define dlx_release_store(p, v) (*(p) = (v))
 #define DLX_LOCK(m) ((void)(m))
 #define DLX_UNLOCK(m) ((void)(m))
 typedef struct { char unused; } dlx_mutex;

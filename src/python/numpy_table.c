@@ -407,10 +407,12 @@ static const DLPackExchangeAPI numpy_api = {
 };
 
 const DLPackExchangeAPI *dlx_numpy_table(void) {
-  if (!dlx_relaxed_load(&ready)) { /* (the lock orders the API table's writes before us) */
+  /* The flag publishes numpy's API table to readers that skip the lock: acquire/release
+   * (a relaxed flag let a reader see it set before the table's pointer). */
+  if (!dlx_acquire_load(&ready)) {
     DLX_LOCK(&ready_lock);
     int ok = dlx_relaxed_load(&ready) || _import_array() >= 0;
-    if (ok) dlx_relaxed_store(&ready, 1);
+    if (ok) dlx_release_store(&ready, 1);
     DLX_UNLOCK(&ready_lock);
     if (!ok) return NULL;
   }
