@@ -51,12 +51,12 @@ static void say_waiting(void *p) {
   char line[4300];
   if (w->timeout_s > 0)
     snprintf(line, sizeof line,
-             "dlx: waiting for another build of %s (another process holds its lock; "
+             "dlx: waiting for another build of %s (another thread or process holds its lock; "
              "giving up after %g s, DLX_BUILD_TIMEOUT)",
              w->final_path, w->timeout_s);
   else
     snprintf(line, sizeof line,
-             "dlx: waiting for another build of %s (another process holds its lock)",
+             "dlx: waiting for another build of %s (another thread or process holds its lock)",
              w->final_path);
   w->progress(w->ctx, line);
 }
