@@ -7,7 +7,8 @@
  * CPython's take_gil on a condition variable; its core goes idle, and waking it again
  * (futex, IPI, the core leaving its idle state) costs more than the kernel. Meanwhile the
  * other thread finishes its own kernel and takes the GIL back first, so the pair runs
- * barely faster than one thread (bench/bench_threads.py: 1.1x on an idle 2-core machine).
+ * well short of two (bench/bench_threads.py: 1.2-1.7x on an idle 2-core machine, 1.8-1.9x
+ * with the hand-off below).
  *
  * What: a hint, the thread state of the dlx caller that is taking the GIL back after its
  * kernel, or took it and has not released it since (it is between two of its calls, in
