@@ -53,7 +53,7 @@ def test_doctor_reports_the_gil():
 
 
 GIL_HANDOFF = r"""
-import sys, threading, time
+import sys, threading
 import numpy as np
 import dlx
 sk = dlx.load(sys.argv[1])
@@ -110,8 +110,7 @@ h1 = counts()
 dlx._core._gil_spin_ns(bound)          # B's own next spin (this thread holds the GIL) ends
 b.join()
 assert flags[0] == 2
-handed, attempt = h1[0] - h0[0], h1[1] - h0[1]
-print("handed", handed, attempt)
+print("handed", h1[0] - h0[0], h1[1] - h0[1])
 """
 
 
