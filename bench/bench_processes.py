@@ -3,8 +3,10 @@ kernel; a Dask map_blocks over 64 chunks with a ~5 ms kernel on 1 and 2 worker p
 next to the same map in this one process on 1 and 2 threads (goal: 2 workers >= 1.7x 1 worker
 on 2 cores; the 2 threads show what the machine's 2 cores give this kernel at that moment, the
 ceiling for 2 workers). The input is persisted on the workers first; the map leaves its
-results there (a second row also gathers them here). dlx's own part of a task is timed inside
-a worker: the task's function with a kernel of 0 rounds.
+results there (a second row also gathers them here). Dask's own cost: the same map of
+`block + 0`, and of a sleep as long as the kernel (tasks that use no CPU: the CPU its processes
+use then is Dask's). dlx's own part of a task is timed inside a worker: the task's function
+with a kernel of 0 rounds.
 
     PYTHONPATH=build-venv/fixtures .venv/bin/python bench/bench_processes.py
 
@@ -96,7 +98,14 @@ def plus_zero(block):
     return block + 0
 
 
-def dask_rows(lib, x, chunks, rounds, turns):
+def sleep_block(block, seconds):
+    """The same map with a sleep as long as the kernel: Dask's own cost at this task length,
+    with tasks that use no CPU."""
+    time.sleep(seconds)
+    return np.empty_like(block)
+
+
+def dask_rows(lib, x, chunks, rounds, turns, kernel_s):
     try:
         import dask.array as da
         import distributed
@@ -106,8 +115,9 @@ def dask_rows(lib, x, chunks, rounds, turns):
     local = np.concatenate([work_block(b, lib.work, rounds) for b in np.split(x, 64)])
     kw = dict(threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
               silence_logs=40)
-    # Both clusters at once, timed in turns (this process alone, 1 worker, 2 workers): the
-    # machine's speed drifts more slowly than a turn, so each turn's ratio is a fair one.
+    # Both clusters at once, timed in turns (this process's 1 and 2 threads, 1 worker, 2
+    # workers): the machine's speed drifts more slowly than a turn, so each turn's ratio is a
+    # fair one.
     # the second cluster's workers find the first one's dashboard port taken: not a finding
     warnings.filterwarnings("ignore", message="Port .* is already in use")
     with distributed.LocalCluster(n_workers=1, **kw) as c1, distributed.Client(c1) as one, \
@@ -115,7 +125,7 @@ def dask_rows(lib, x, chunks, rounds, turns):
         arrs = {}
         for name, client in (("1", one), ("2", two)):
             # the input lives on the workers, as a Dask job's data loaded there would: the
-            # rows time the map and the result's way back, not shipping the input each time
+            # rows time the map, not shipping the input each time
             arr = client.persist(da.from_array(x, chunks=chunks))
             distributed.wait(arr)
             y = _fresh(arr, work_block, lib.work, rounds)
@@ -124,7 +134,9 @@ def dask_rows(lib, x, chunks, rounds, turns):
             arrs[name] = (client, arr)
         dlx_part = one.submit(_task_cost, x[:chunks], lib.work).result()
         took = {k: [] for k in ("local", "local2", "1", "2", "gather1", "gather2", "bare1",
-                                "bare2")}
+                                "bare2", "sleep1", "sleep2")}
+        pids = {name: list(client.run(os.getpid).values()) for name, (client, _) in arrs.items()}
+        cpu = {"1": [], "2": []}  # CPU seconds per sleep map: this process and the workers
         for _ in range(turns):
             took["local"].append(_in_threads(1, x, lib.work, rounds))
             took["local2"].append(_in_threads(2, x, lib.work, rounds))
@@ -133,6 +145,10 @@ def dask_rows(lib, x, chunks, rounds, turns):
                                              distributed))
                 took["bare" + name].append(_persisted(client, _fresh(arr, plus_zero),
                                                       distributed))
+                c0 = _cpu_seconds(pids[name])
+                took["sleep" + name].append(_persisted(client, _fresh(arr, sleep_block, kernel_s),
+                                                       distributed))
+                cpu[name].append(_cpu_seconds(pids[name]) - c0)
                 y = _fresh(arr, work_block, lib.work, rounds)
                 t0 = time.perf_counter()
                 client.compute(y).result()
@@ -147,16 +163,31 @@ def dask_rows(lib, x, chunks, rounds, turns):
           f"cores give this kernel now (the ceiling for 2 workers)")
     for w in ("1", "2"):
         print(f"  Dask, {w} worker process(es): the map {med[w] * 1e3:.0f} ms "
-              f"({64 / med[w]:.0f} chunks/s); the map of `block + 0` {med['bare' + w] * 1e3:.0f}"
-              f" ms (Dask's own cost); the map with its result gathered here "
+              f"({64 / med[w]:.0f} chunks/s); with its result gathered here "
               f"{med['gather' + w] * 1e3:.0f} ms")
+        print(f"      Dask's own cost: the map of `block + 0` {med['bare' + w] * 1e3:.0f} ms; of a "
+              f"{kernel_s * 1e3:.1f} ms sleep {med['sleep' + w] * 1e3:.0f} ms, using "
+              f"{statistics.median(cpu[w]) / 64 * 1e3:.1f} ms of CPU a task (Dask's processes)")
     print(f"  dlx's part of a task, timed in a worker: {dlx_part * 1e6:.1f} us (the task's "
           f"function with a kernel of 0 rounds: its output array, the call, a 64 KiB copy)")
     share = statistics.median((a / b) / (c / d) for a, b, c, d in
                               zip(took["1"], took["2"], took["local"], took["local2"]))
     print(f"  2 workers / 1 worker: the map {ratio('1', '2'):.2f}x (goal >= 1.7x on 2 cores), "
           f"{share:.0%} of the ceiling; with the result gathered "
-          f"{ratio('gather1', 'gather2'):.2f}x (medians of {turns} turns)")
+          f"{ratio('gather1', 'gather2'):.2f}x; the map of the sleep "
+          f"{ratio('sleep1', 'sleep2'):.2f}x (medians of {turns} turns)")
+
+
+def _cpu_seconds(worker_pids):
+    """CPU seconds so far of this process (the client and the scheduler's thread) and the
+    workers (Linux /proc; their nanny processes idle meanwhile)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = time.process_time()
+    for pid in worker_pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def _task_cost(block, kernel):
@@ -242,7 +273,7 @@ def main():
             rounds = max(1, int(rounds * 0.005 / max(took, 1e-6)))
         print(f"Dask map_blocks, 64 chunks of {chunk} float32, kernel {took * 1e3:.1f} ms "
               f"per chunk ({rounds} rounds):")
-        dask_rows(lib, x, chunk, rounds, args.turns)
+        dask_rows(lib, x, chunk, rounds, args.turns, took)
 
 
 if __name__ == "__main__":
