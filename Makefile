@@ -148,8 +148,8 @@ SAN_UBSAN := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # memory, which ASan's quarantine of freed blocks inflates, and its defect tests run tables
 # broken on purpose (use after free, NULL reads), which the sanitizers stop differently
 # from the signal the tests expect.
-SAN_DESELECT := --deselect "tests/python/test_cxx_kernels.py::test_exception_becomes_runtime_error[throws_bad_alloc-]" \
-                --ignore=tests/python/test_check.py
+SAN_DESELECT := --deselect "tests/python/calls/test_cxx_kernels.py::test_exception_becomes_runtime_error[throws_bad_alloc-]" \
+                --ignore=tests/python/check/test_check.py
 sanitize: setup-debian
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) \
 	  -DDLX_SANITIZE=address,undefined >/dev/null
@@ -163,7 +163,7 @@ sanitize: setup-debian
 # ThreadSanitizer (clang) over the C core's pieces that threads share (the build lock, temp
 # names, the kernel build driver), driven by threads in tests/c/test_threads.c. Only the core
 # and that test are built (TSAN_BUILD): a minute or so. Then the Python stress test
-# (tests/python/threads_stress.py) under a free-threaded CPython built with TSan, dlx built
+# (tests/python/threads/threads_stress.py) under a free-threaded CPython built with TSan, dlx built
 # the same way (scripts/tsan_free_threaded.sh; the interpreter once per machine, ~10 min).
 TSAN_BUILD    ?= build-tsan
 TSAN_FT_BUILD ?= build-tsan-ft

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make tsan`'s second part (issue 23): tests/python/threads_stress.py under a free-threaded
+# `make tsan`'s second part (issue 23): tests/python/threads/threads_stress.py under a free-threaded
 # CPython built with ThreadSanitizer, with dlx, its fixtures and test kernels built with
 # clang -fsanitize=thread against it. A race TSan sees in dlx's code (or anything the
 # suppressions CPython ships do not cover) stops the run with a report: exit 66.
@@ -19,7 +19,7 @@ if [ -z "$py" ]; then
 fi
 prefix=$(cd "$(dirname "$py")/.." && pwd)
 mkdir -p "$build"
-cat "$prefix/share/tsan-suppressions.txt" "$root/tests/python/tsan-suppressions.txt" \
+cat "$prefix/share/tsan-suppressions.txt" "$root/tests/python/threads/tsan-suppressions.txt" \
   >"$build/tsan-suppressions.txt"
 export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$build/tsan-suppressions.txt"
 req=$root/scripts/ft-requirements.txt
@@ -34,7 +34,7 @@ setarch -R cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAK
   -DCMAKE_CXX_COMPILER=clang++ -DPython3_EXECUTABLE="$venv/bin/python" -DDLX_SANITIZE=thread \
   >/dev/null
 setarch -R cmake --build "$build" -j2 >/dev/null
-echo "tsan: tests/python/threads_stress.py, 8 threads x $rounds rounds, under $(setarch -R "$venv/bin/python" -c "import sys; print(sys.version.split()[0])") (free-threaded, ThreadSanitizer)"
+echo "tsan: tests/python/threads/threads_stress.py, 8 threads x $rounds rounds, under $(setarch -R "$venv/bin/python" -c "import sys; print(sys.version.split()[0])") (free-threaded, ThreadSanitizer)"
 cd "$root"
 PYTHONPATH="$build/python:$build/fixtures" DLX_BUILD_DIR="$build" \
-  setarch -R timeout 1200 "$venv/bin/python" tests/python/threads_stress.py "$build" "$rounds"
+  setarch -R timeout 1200 "$venv/bin/python" tests/python/threads/threads_stress.py "$build" "$rounds"

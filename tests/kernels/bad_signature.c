@@ -1,5 +1,5 @@
 /* A kernel library whose signature is malformed: dlx.load refuses it with an ImportError
- * naming the kernel and the column (tests/python/test_signatures.py). */
+ * naming the kernel and the column (tests/python/calls/test_signatures.py). */
 #include <dlx/dlx.h>
 
 DLX_KERNEL(fine, "x: f32[n]") {

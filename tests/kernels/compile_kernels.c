@@ -1,5 +1,5 @@
-/* Kernels for the compilers' tests (tests/python/test_infer.py, test_torch_compile.py): one
- * per shape of declaration torch.compile / torch.export / jax.jit must carry. Elementwise
+/* Kernels for the compilers' tests (tests/python/compilers/: test_infer.py,
+ * test_torch_compile.py): one per shape of declaration torch.compile / torch.export / jax.jit must carry. Elementwise
  * over any strides (dlx always passes strides). */
 #include <stdint.h>
 #include <string.h>

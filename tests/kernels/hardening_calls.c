@@ -1,4 +1,4 @@
-/* Kernels for tests/python/test_hardening_calls.py (issue 25): the call path under bad
+/* Kernels for tests/python/calls/test_hardening_calls.py (issue 25): the call path under bad
  * input. They check nothing by hand: the runtime did, before they run. */
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* Kernels for tests/python/test_jax_jit.py and the jax.jit benchmark rows: result counts
+/* Kernels for tests/python/compilers/test_jax_jit.py and the jax.jit benchmark rows: result counts
  * that break their declaration (an error under jax.jit, not garbage), and the no-op of the
  * benchmark. */
 #include <dlx/dlx.h>

@@ -8,6 +8,9 @@ import tempfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# tests/python: conftest.py and the helpers every group of tests shares (dlpack_ctypes.py);
+# pytest puts it on sys.path for the tests; a child process that imports them is given it
+TESTS = pathlib.Path(__file__).resolve().parent
 BUILD = pathlib.Path(os.environ.get("DLX_BUILD_DIR", ROOT / "build"))
 
 # One addon cache for the whole session, never the developer's own ~/.cache/dlx: the

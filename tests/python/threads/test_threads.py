@@ -1,7 +1,7 @@
 """dlx from many threads at once (issue 23): under a free-threaded CPython with no GIL at
 all, and under the GIL interpreters (where the GIL is released by nogil kernels and
 between bytecodes). Everything that touches dlx's shared state runs in 8 threads at once in
-a child process (tests/python/threads_stress.py): a crash or a hang fails this test."""
+a child process (tests/python/threads/threads_stress.py): a crash or a hang fails this test."""
 import os
 import pathlib
 import sys

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import dlx
-from conftest import BUILD, PYPATH, run_python
+from conftest import BUILD, PYPATH, TESTS, run_python
 from dlpack_ctypes import (DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, SETERROR,
                            table_of, take)
 
@@ -758,8 +758,7 @@ else:
                                   "overflowing extent", "negative extent"])
 def test_import_refuses_layouts_torch_cannot_hold(record, case):
     r = subprocess.run([sys.executable, "-c", _IMPORT_LAYOUT, case],
-                       env=dict(os.environ, PYTHONPATH=PYPATH + os.pathsep +
-                                os.path.dirname(__file__)),
+                       env=dict(os.environ, PYTHONPATH=PYPATH + os.pathsep + str(TESTS)),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     words = r.stdout.split()

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 import dlx
-from conftest import run_python
+from conftest import TESTS, run_python
 from dlpack_ctypes import (SETERROR, DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor,
                            table_of, take)
 
 CPU, CUDA, ROCM, EXTDEV = 1, 2, 10, 12
 PRELUDE = textwrap.dedent(f"""\
     import os, sys, ctypes
-    sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+    sys.path.insert(0, {str(TESTS)!r})
     import numpy as np
     import dlx, dlx_fixture as fx
     k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')

@@ -1,5 +1,5 @@
-"""The body of tests/python/test_threads.py's stress test, run in a child process (a crash or
-a hang is then a failed test, not a dead run): THREADS threads at once, each ROUNDS rounds
+"""The body of tests/python/threads/test_threads.py's stress test, run in a child process (a
+crash or a hang is then a failed test, not a dead run): THREADS threads at once, each ROUNDS rounds
 of everything dlx does that touches shared state, every result checked. Bounded in count;
 the parent bounds it in time. Prints "ok <calls>" at the end, or raises.
 

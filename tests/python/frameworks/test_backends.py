@@ -12,7 +12,8 @@ from conftest import BUILD, PYPATH, ROOT, run_python
 
 pytest.importorskip("torch")
 
-SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python")])
+SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python" / "frameworks"),
+                                 str(ROOT / "tests" / "python")])
 HAVE_NPU_STANDIN = (BUILD / "fixtures" / "torch_npu" / "lib" / "libtorch_npu.so").exists()
 
 

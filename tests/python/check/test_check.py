@@ -14,7 +14,7 @@ import dlx
 from conftest import BUILD, PYPATH, ROOT
 from dlx import check
 
-FIXTURE_TARGET = str(ROOT / "tests" / "python" / "check_targets" / "fixture_target.py")
+FIXTURE_TARGET = str(ROOT / "tests" / "python" / "check" / "check_targets" / "fixture_target.py")
 
 # Defects issue 7 fixes in dlx's own tables. Until then these checks FAIL; the fix makes
 # this test fail too: delete the entry with the fix (that is the fix's regression test).

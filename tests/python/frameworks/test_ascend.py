@@ -34,8 +34,9 @@ pytestmark = [
              and any((BUILD / "fixtures").glob("dlx_privateuse1*.so"))),
         reason="stand-in Ascend stack not built (torch C++ headers/libraries missing)")]
 
-# The scenarios import npu_scenarios and dlpack_ctypes from here.
-SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python")])
+# The scenarios import npu_scenarios (beside this file) and dlpack_ctypes (tests/python).
+SCENARIO_PATH = os.pathsep.join([PYPATH, str(ROOT / "tests" / "python" / "frameworks"),
+                                 str(ROOT / "tests" / "python")])
 kDLExtDev = 12
 TORCH_MM = ".".join(torch.__version__.split(".")[:2]) if torch else "?"
 NPU_ADDON = re.compile(rf"libdlx_torch_{re.escape(TORCH_MM)}_torch_npu_[0-9a-f]{{12}}\.so$")
