@@ -41,7 +41,7 @@ def child(folder):
     import jax
 
     import dlx
-    from dlx import bench_jax
+    from dlx.bench import jax as bench_jax
 
     bench_jax.NOOP3 += NOOP7
     found, (x, y) = bench_jax.rows(folder)

@@ -365,8 +365,8 @@ def main(argv=None, platform=None):
         return 0
     if cmd == "bench":
         from .bench import main as bench_main
-        from .bench_jax import main as jax_main
-        from .bench_tvmffi import main as tvmffi_main
+        from .bench.jax import main as jax_main
+        from .bench.tvmffi import main as tvmffi_main
 
         return bench_main() or tvmffi_main() or jax_main()
     if cmd in ("-h", "--help", "help") and not rest:

@@ -268,7 +268,7 @@ import ctypes
 import numpy as np
 
 import dlx
-from dlx._check_frameworks import Numpy
+from dlx.check._frameworks import Numpy
 from dlx._dlpack_ctypes import TO_PY, ExchangeAPI, new_capsule, table_of
 
 # numpy's table with an import that reads the first page of memory (SIGSEGV)

@@ -8,7 +8,7 @@ import tempfile
 
 import numpy as np
 
-from .bench import ROUNDS, N, best_ns, noop_kernel
+from . import ROUNDS, N, best_ns, noop_kernel
 
 TVM_NOOP = ("#include <tvm/ffi/container/tensor.h>\n"
             "void noop3(tvm::ffi::TensorView, tvm::ffi::TensorView, tvm::ffi::TensorView) {}\n")

@@ -11,8 +11,8 @@ import threading
 import tracemalloc
 import weakref
 
-from . import _check_frameworks as fw
-from ._dlpack_ctypes import (DELETER, IS_COPIED, IS_SUBBYTE_TYPE_PADDED, READ_ONLY, REQUIRED,
+from . import _frameworks as fw
+from .._dlpack_ctypes import (DELETER, IS_COPIED, IS_SUBBYTE_TYPE_PADDED, READ_ONLY, REQUIRED,
                              SETERROR, VIEW, DLDataType, DLDevice, DLManagedTensorVersioned,
                              DLTensor, capsule_address, capsule_name, header_at,
                              implausible_address, table_at, take)

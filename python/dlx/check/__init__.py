@@ -213,7 +213,8 @@ def resolve(spec):
 # ---- the parent: children, crashes, the report ------------------------------------
 
 def _child_env():
-    paths = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    # the folder dlx is in (this file is dlx/check/__init__.py)
+    paths = [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
     paths += [p or os.getcwd() for p in sys.path]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -317,7 +318,7 @@ def run(target, devices=(), timeout=600, select=None, import_timeout=120):
     report is the one FAIL `target.import`, exit code 2). Returns a Report; raises
     UsageError when the target or a device cannot be used (TargetImportError when importing
     the target raised), TypeError for a device that is neither a str nor two ints."""
-    from . import _check_cases as cases
+    from . import _cases as cases
 
     timeout = _seconds(timeout, "timeout")
     import_timeout = min(_seconds(import_timeout, "import_timeout"), timeout)
@@ -392,8 +393,8 @@ def run(target, devices=(), timeout=600, select=None, import_timeout=120):
 # ---- the child ------------------------------------------------------------------
 
 def _child(config):
-    from . import _check_cases as cases
-    from . import _check_frameworks as fw
+    from . import _cases as cases
+    from . import _frameworks as fw
 
     out = open(config["results"], "a", buffering=1)
 
@@ -446,8 +447,8 @@ def _child(config):
 def _import_maker(ctx):
     """make(shape, dtype) for a type the checker knows nothing about: checker-owned memory
     imported through the table under test."""
-    from . import _check_cases as cases
-    from . import _check_frameworks as fw
+    from . import _cases as cases
+    from . import _frameworks as fw
 
     def make(shape, dtype):
         if not ctx.api.managed_tensor_to_py_object_no_sync:
@@ -504,6 +505,3 @@ def main(argv=None):
     print(json.dumps(report.to_dict(), indent=1) if as_json else report.text())
     return report.exit_code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

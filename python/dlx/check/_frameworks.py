@@ -8,7 +8,7 @@ none, through the framework's own `__dlpack__` and the table's import.
 import contextlib
 import ctypes
 
-from ._dlpack_ctypes import DLManagedTensorVersioned, capsule_address, capsule_name
+from .._dlpack_ctypes import DLManagedTensorVersioned, capsule_address, capsule_name
 
 # dtype names the checker speaks, with their DLPack (code, bits, lanes).
 DTYPES = {
@@ -39,7 +39,7 @@ def dlpack_view(obj):
         m = ctypes.cast(addr, ctypes.POINTER(DLManagedTensorVersioned)).contents
         t, readonly = m.dl_tensor, bool(m.flags & 1)
     else:  # a legacy DLManagedTensor starts with its DLTensor
-        from ._dlpack_ctypes import DLTensor
+        from .._dlpack_ctypes import DLTensor
 
         t, readonly = ctypes.cast(addr, ctypes.POINTER(DLTensor)).contents, None
     shape = [t.shape[i] for i in range(t.ndim)] if t.ndim else []
