@@ -1,4 +1,4 @@
-"""make bench: the same as `python -m dlx bench` (see python/dlx/bench.py)."""
+"""make bench: the same as `python -m dlx bench` (see python/dlx/bench/)."""
 import sys
 
 from dlx.bench import main
