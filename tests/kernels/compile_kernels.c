@@ -1,6 +1,6 @@
 /* Kernels for the compilers' tests (tests/python/compilers/: test_infer.py,
- * test_torch_compile.py): one per shape of declaration torch.compile / torch.export / jax.jit must carry. Elementwise
- * over any strides (dlx always passes strides). */
+ * test_torch_compile.py): one per shape of declaration torch.compile / torch.export /
+ * jax.jit must carry. Elementwise over any strides (dlx always passes strides). */
 #include <stdint.h>
 #include <string.h>
 

@@ -1,5 +1,6 @@
 /* Kernels with declared signatures (DLX_KERNEL(name, "sig")) for
- * tests/python/calls/test_signatures.py. They check nothing by hand: the runtime did, before they run. */
+ * tests/python/calls/test_signatures.py. They check nothing by hand: the runtime did, before
+ * they run. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>

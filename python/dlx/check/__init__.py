@@ -504,4 +504,3 @@ def main(argv=None):
         return 2
     print(json.dumps(report.to_dict(), indent=1) if as_json else report.text())
     return report.exit_code
-

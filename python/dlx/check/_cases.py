@@ -13,9 +13,9 @@ import weakref
 
 from . import _frameworks as fw
 from .._dlpack_ctypes import (DELETER, IS_COPIED, IS_SUBBYTE_TYPE_PADDED, READ_ONLY, REQUIRED,
-                             SETERROR, VIEW, DLDataType, DLDevice, DLManagedTensorVersioned,
-                             DLTensor, capsule_address, capsule_name, header_at,
-                             implausible_address, table_at, take)
+                              SETERROR, VIEW, DLDataType, DLDevice, DLManagedTensorVersioned,
+                              DLTensor, capsule_address, capsule_name, header_at,
+                              implausible_address, table_at, take)
 
 MAX_PREV_API_DEPTH = 16  # as dlx's consumer: a longer chain is treated as not ending
 ROUNDS = 200             # export/import rounds of the leak checks

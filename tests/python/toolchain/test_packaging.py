@@ -97,3 +97,23 @@ def test_cflags_name_the_include_dir_and_match_pkg_config():
 def test_flags_take_no_arguments():
     r = cli("--cmake-dir", "extra")
     assert r.returncode == 2 and "--cmake-dir takes no arguments" in r.stderr
+
+
+def test_the_sdist_carries_every_source_the_build_needs(tmp_path):
+    """`python -m build --sdist` (scikit-build-core): every file under src/, include/, cmake/
+    and python/ is in the archive, folders named build inside them too (an unanchored
+    exclude once dropped src/core/build, and an sdist could not build)."""
+    pytest.importorskip("scikit_build_core")
+    from conftest import ROOT
+    r = subprocess.run([sys.executable, "-c", "import sys; from scikit_build_core.build import "
+                        "build_sdist; print(build_sdist(sys.argv[1]))", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import tarfile
+    with tarfile.open(tmp_path / r.stdout.split()[-1]) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    wanted = {str(p.relative_to(ROOT)) for top in ("src", "include", "cmake", "python")
+              for p in (ROOT / top).rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts}
+    assert wanted and not wanted - names, sorted(wanted - names)[:10]
+    assert not any(n.startswith(("build/", ".venv/")) for n in names)  # the trees, not sources
