@@ -7,11 +7,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
 import dlx
-from conftest import PYPATH, run_python
+from conftest import PYPATH, ROOT, run_python
 
 
 def cli(*args):
@@ -104,12 +105,10 @@ def test_the_sdist_carries_every_source_the_build_needs(tmp_path):
     and python/ is in the archive, folders named build inside them too (an unanchored
     exclude once dropped src/core/build, and an sdist could not build)."""
     pytest.importorskip("scikit_build_core")
-    from conftest import ROOT
     r = subprocess.run([sys.executable, "-c", "import sys; from scikit_build_core.build import "
                         "build_sdist; print(build_sdist(sys.argv[1]))", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    import tarfile
     with tarfile.open(tmp_path / r.stdout.split()[-1]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     wanted = {str(p.relative_to(ROOT)) for top in ("src", "include", "cmake", "python")
