@@ -35,11 +35,19 @@ def _values(args, kwargs):
     yield from kwargs.values()
 
 
-def dispatch(kernel, args, kwargs):
+def dispatch(kernel, args, kwargs, error=None):
     """The result of the first handler whose predicate holds for an argument, or
     NotImplemented (the call path then raises its own error unchanged). A declared kernel's
     arguments arrive bound (declared order, defaults filled, kwargs empty); an undeclared
-    kernel's as given."""
+    kernel's as given. `error` is the call path's: a dlx._core.OperatorPath (a torch call
+    that only the operator's path keeps exact) goes to dlx.torch_ops."""
+    if error is not None and type(error).__name__ == "OperatorPath":
+        from . import _core
+
+        if isinstance(error, _core.OperatorPath):
+            from . import torch_ops
+
+            return torch_ops.operator_path(kernel, args, kwargs)
     for framework, module in tuple(_glue.items()):
         if framework in sys.modules:
             del _glue[framework]

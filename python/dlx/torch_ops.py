@@ -131,6 +131,7 @@ def _build(torch, lib, namespace):
     for name, k in kernels.items():
         _ops_of[k] = ops[name]
         _trace_in_dynamo(torch, k, ops[name])
+        k._mark_operator()  # under a torch mode or the profiler, lib.NAME is the operator
     _claim_traced_calls(torch)
     return Registration(lib, namespace, ops, skipped, keep)
 
@@ -147,12 +148,27 @@ def _native_impls(kernels, namespace, keep):
     except Exception as e:  # no compiler, no torch headers: the Python implementation
         return f"python (torch addon unavailable: {type(e).__name__}: {e})"
     _prefer_addon_table(dlx_torch)
+    _quiet_formula_override(namespace)
     handles = keep.setdefault("handles", [])
     for name, k in kernels.items():
         handle = k._handle()  # keeps the kernel (its function, plan, name) alive
         _core.addon_register_op(namespace, name, handle, len(k._derived[0]))
         handles.append(handle)
     return "addon"
+
+
+def _quiet_formula_override(namespace):
+    """The operators carry torch's "no formula" autograd kernel until the user registers one
+    (torch.library.register_autograd replaces it): that replacement is the design, not the
+    accident torch's override warning is about, so the warning is silenced for exactly
+    these operators' Autograd key."""
+    import re
+    import warnings
+
+    warnings.filterwarnings(
+        "ignore", category=UserWarning,
+        message=rf"(?s).*Overriding a previously registered kernel.*operator: "
+                rf"{re.escape(namespace)}::.*dispatch key: Autograd\n")
 
 
 ADDON_TABLE_ORIGIN = "dlx.torch.register built the addon for its operators"
@@ -215,7 +231,11 @@ def _python_impl_for(k):
     name = k.__name__
 
     def impl(*args, **kwargs):
-        out = k(*_infer.bind(k, args, kwargs))
+        import torch
+
+        # The operator's own body: autograd and the modes have seen the call already.
+        with torch.no_grad():
+            out = k._call_direct(*_infer.bind(k, args, kwargs))
         if nres == 0:
             return None
         got = 0 if out is None else 1 if nres == 1 or not isinstance(out, tuple) else len(out)
@@ -227,6 +247,64 @@ def _python_impl_for(k):
 
     impl.__name__ = f"{name}_impl"
     return impl
+
+
+# ---- the direct call keeps torch's rules: calls only the operator gets right -------------
+
+def _tensors(torch, args, kwargs):
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            yield from (e for e in v if isinstance(e, torch.Tensor))
+
+
+def _refuse_leaf_writes(torch, kernel, args):
+    """torch refuses an in-place write to a leaf that requires grad under grad mode; so
+    does a `mut` parameter (declared order: the call path hands arguments bound)."""
+    for p, v in zip(kernel._plan or (), args):
+        if ("mut" in p[6] and isinstance(v, torch.Tensor) and v.requires_grad and v.is_leaf):
+            raise RuntimeError(
+                f"{kernel.__name__}(): '{p[0]}' is a leaf tensor that requires grad, and the "
+                "kernel writes it in place (mut): torch refuses in-place operations on such "
+                f"leaves; write it under torch.no_grad(), or pass {p[0]}.detach()")
+
+
+def _no_formula(kernel, args):
+    names = [p[0] for p in kernel._plan or ()]
+    import torch
+
+    needy = [names[i] if i < len(names) else f"argument {i}" for i, v in enumerate(args)
+             if isinstance(v, torch.Tensor) and v.requires_grad]
+    which = ", ".join(f"'{n}'" for n in needy) or "a tensor argument"
+    return RuntimeError(
+        f"{kernel.__name__}(): {which} requires grad, and a direct call of a dlx kernel would "
+        "drop the gradient: register the kernel as an operator with "
+        "dlx.torch.register(lib, namespace) and give it a formula with "
+        "torch.library.register_autograd, or call it under torch.no_grad() (or pass "
+        ".detach()ed tensors) when no gradient should flow through it")
+
+
+def operator_path(kernel, args, kwargs):
+    """dlx._trace's handler for dlx._core.OperatorPath: a torch call that the direct path
+    would get wrong. A tensor requires grad under grad mode, or a torch mode / the profiler
+    watches a kernel registered as an operator: the operator serves the call, so autograd
+    (the registered formula, or torch's "not implemented" node) and the modes see it exactly
+    as a call of torch.ops.<namespace>.<name>. Without an operator a gradient would be lost
+    silently: an error that says how to keep it."""
+    import torch
+
+    op = _ops_of.get(kernel)
+    with torch._C.DisableTorchFunction():  # a TorchFunctionMode sees the operator, not this
+        grad = torch.is_grad_enabled() and any(t.requires_grad
+                                               for t in _tensors(torch, args, kwargs))
+    if grad:
+        _refuse_leaf_writes(torch, kernel, args)
+        if op is None:
+            raise _no_formula(kernel, args)
+    if op is not None:
+        return op(*args, **kwargs)
+    return kernel._call_direct(*args, **kwargs)  # nothing changed since the call path asked
 
 
 # ---- tracing: dynamo, and tracers that reach the C call path ---------------------------
@@ -264,13 +342,19 @@ _claimed = []
 
 
 def _is_traced(obj):
-    """A tensor whose operations a torch mode or subclass intercepts (FakeTensor,
-    FunctionalTensor, ...): dlx cannot read its memory, the operator can take it."""
+    """A tensor whose operations a torch mode, subclass or transform intercepts (FakeTensor,
+    FunctionalTensor, torch.func's wrappers...): dlx cannot read its memory, the operator
+    can take it."""
     import torch
 
+    if not isinstance(obj, torch.Tensor):
+        return False
     tp = type(obj)
-    return (isinstance(obj, torch.Tensor) and tp is not torch.Tensor
-            and getattr(tp, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__)
+    if tp is not torch.Tensor:
+        return getattr(tp, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__
+    # torch.func's transforms (grad, vmap) wrap plain tensors: no memory of their own
+    functorch = getattr(torch._C, "_functorch", None)
+    return functorch is not None and functorch.is_functorch_wrapped_tensor(obj)
 
 
 def _traced_call(kernel, args, kwargs):

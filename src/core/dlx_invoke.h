@@ -140,6 +140,21 @@ typedef struct dlx_invoke_api {
 
 extern const dlx_invoke_api dlx_invoke_api_v1;
 
+/* ---- torch parity: what the torch addon gives the call path (dlx_torch_parity_hooks) -- */
+
+/* A torch tensor reaches a direct call as torch's own in-place operator would see it
+ * (src/python/torch_parity.c): the exports refuse a tensor that requires grad while grad
+ * mode is on, and the call path asks the rest. All with the GIL held; -1 with a Python
+ * error set. A later version appends fields (check `size`). */
+typedef struct dlx_torch_parity {
+  uint32_t size;                                         /* sizeof(dlx_torch_parity) */
+  int (*view)(void *py_object, DLTensor *out);           /* the table's view export, checked */
+  int (*managed)(void *py_object, DLManagedTensorVersioned **out); /* its owned export, checked */
+  int (*modes)(void);            /* 1: a torch mode or the profiler would see an operator call */
+  int (*writable)(void *py_object); /* 0, or -1: torch refuses to write it in place */
+  int (*bump)(void *py_object);  /* the version counter, after a write: 0 or -1 */
+} dlx_torch_parity;
+
 #ifdef __cplusplus
 }
 #endif

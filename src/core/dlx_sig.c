@@ -837,6 +837,11 @@ void dlx_sig_fault_message(const dlx_sig *s, int32_t param, const DLTensor *t,
     case DLX_FAULT_READONLY:
       put(&o, "'%s' is read-only, but the kernel writes it (%s)", name, want);
       break;
+    case DLX_FAULT_OVERLAP:
+      put(&o, "'%s' has elements that share memory (a stride 0, as torch's expand or numpy's "
+              "broadcast_to make), but the kernel writes it (%s): pass a copy (.clone(), "
+              ".copy())", name, want);
+      break;
     default:
       put(&o, "'%s': check failed", name);
   }

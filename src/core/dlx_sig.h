@@ -190,6 +190,7 @@ typedef enum {
   DLX_FAULT_DEVICE,
   DLX_FAULT_CONTIG,
   DLX_FAULT_READONLY,
+  DLX_FAULT_OVERLAP,  /* a mut tensor whose elements share memory (a stride 0) */
 } dlx_fault_code;
 
 typedef struct dlx_sig_fault {
@@ -243,6 +244,17 @@ static inline int dlx_sig__dim(const dlx_sig_dim *dm, int64_t n, int32_t d, int3
   return 0;
 }
 
+/* 1 when some elements of `t` share memory for certain: a dimension of extent > 1 with
+ * stride 0 (torch's expand, numpy's broadcast_to made writable). A kernel writing it would
+ * write one element several times, so a `mut` parameter refuses it, as torch's in-place
+ * operators do (at::has_internal_overlap's "yes"; other layouts are not proved to overlap). */
+static inline int dlx_sig_overlaps(const DLTensor *t) {
+  if (!t->strides) return 0; /* compact */
+  for (int32_t d = 0; d < t->ndim; ++d)
+    if (t->strides[d] == 0 && t->shape[d] > 1) return 1;
+  return 0;
+}
+
 /* Check tensor `t` of parameter `param` against its declared type, binding size symbols
  * in `b`. 0, or -1 with `fault` filled. Inline: it runs for every tensor of a call. */
 static inline int dlx_sig_check_type(const dlx_sig *s, const dlx_sig_type *ty, int32_t param,
@@ -275,7 +287,10 @@ static inline int dlx_sig_check_type(const dlx_sig *s, const dlx_sig_type *ty, i
       return fault->code = DLX_FAULT_DEVICE, -1;
     if ((ty->flags & DLX_SIG_CONTIG) && !dlx_sig_is_contig(t))
       return fault->code = DLX_FAULT_CONTIG, -1;
-    if ((ty->flags & DLX_SIG_MUT) && readonly) return fault->code = DLX_FAULT_READONLY, -1;
+    if (ty->flags & DLX_SIG_MUT) {
+      if (readonly) return fault->code = DLX_FAULT_READONLY, -1;
+      if (dlx_sig_overlaps(t)) return fault->code = DLX_FAULT_OVERLAP, -1;
+    }
   }
   return 0;
 }
@@ -314,6 +329,7 @@ static inline int dlx_sig_check_quick(const dlx_sig_quick *q, int32_t param, con
                                       int readonly, dlx_sig_bindings *b) {
   if (dlx_sig_dtype_packed(t->dtype) != q->dtype || t->ndim != q->ndim || (readonly & q->mut))
     return 1;
+  if (__builtin_expect(q->mut, 0) && dlx_sig_overlaps(t)) return 1;
   const int64_t *shape = t->shape;
   for (int32_t d = 0; d < q->ndim; ++d) {
     int32_t k = q->sym[d];

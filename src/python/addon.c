@@ -324,6 +324,11 @@ static PyObject *load_addon(PyObject *self, PyObject *args) {
   if (reg) g_register_op = reg;
   const DLPackExchangeAPI *api = table();
   if (!dlx_table_validate(api ? &api->header : NULL, path)) return NULL; /* never dlclose'd past here */
+  /* torch's rules on the direct call (torch_parity.c), where the addon has them */
+  const dlx_torch_parity *(*parity)(PyObject *) =
+      (const dlx_torch_parity *(*)(PyObject *))dlsym(h, "dlx_torch_parity_hooks");
+  const dlx_torch_parity *hooks = parity ? parity(dlx_torch_operator_path) : NULL;
+  if (hooks && hooks->size >= sizeof(dlx_torch_parity)) dlx_torch_parity_addon(api, hooks);
   return dlx_table_capsule(api);
 }
 

@@ -1035,6 +1035,7 @@ static __attribute__((noinline, cold)) PyObject *traced_or_raise(const dlx_kerne
   if (!k->self || !PyErr_Occurred()) return NULL;
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
+  PyErr_NormalizeException(&et, &ev, &tb); /* dispatch is told the error (OperatorPath) */
   PyObject *mod = PyImport_ImportModule("dlx._trace");
   PyObject *pos = mod ? PyTuple_New(nargs) : NULL;
   PyObject *kw = pos ? PyDict_New() : NULL;
@@ -1045,7 +1046,7 @@ static __attribute__((noinline, cold)) PyObject *traced_or_raise(const dlx_kerne
     int bad = 0;
     for (Py_ssize_t j = 0; j < nkw && !bad; ++j)
       bad = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, j), args[nargs + j]) != 0;
-    if (!bad) r = PyObject_CallMethod(mod, "dispatch", "OOO", k->self, pos, kw);
+    if (!bad) r = PyObject_CallMethod(mod, "dispatch", "OOOO", k->self, pos, kw, ev ? ev : Py_None);
   }
   Py_XDECREF(mod);
   Py_XDECREF(pos);
@@ -1096,12 +1097,75 @@ static inline int tensor_converted(call_state *st, int32_t i, int32_t *device_ar
   return on_device(st, i, device_arg);
 }
 
+/* ---- torch's rules (torch_parity.c): calls that met a torch table only ---------------- */
+
+/* The parity hooks of argument i, when it came through a torch table's checked copy. */
+static inline const dlx_torch_parity *torch_hooks(const call_state *st, int32_t i) {
+  return st->argv[i].kind == DLX_ARG_TENSOR && st->slots[i].api
+             ? dlx_torch_hooks_of(st->slots[i].api)
+             : NULL;
+}
+
+static inline int param_is_mut(const call_state *st, int32_t i) {
+  return st->k->sig && st->k->quick[i].kind == DLX_SIG_TENSOR && st->k->quick[i].mut;
+}
+
+/* Before the kernel: a kernel registered as an operator takes the operator's path while a
+ * torch mode or the profiler watches (dlx_torch_operator_path, for dlx._trace); a `mut`
+ * tensor torch would not write is refused, naming the parameter. 0, or -1 with the error. */
+static __attribute__((noinline)) int torch_before(call_state *st) {
+  const dlx_kernel_info *k = st->k;
+  int32_t n = st->pub.num_args;
+  if (dlx_relaxed_load(&k->torch_op) && !dlx_torch_direct) {
+    for (int32_t i = 0; i < n; ++i) {
+      const dlx_torch_parity *h = torch_hooks(st, i);
+      if (!h) continue;
+      int watched = h->modes();
+      if (watched > 0)
+        PyErr_SetString(dlx_torch_operator_path,
+                        "a torch mode or the profiler is active: the operator's path serves");
+      if (watched) return -1;
+      break;
+    }
+  }
+  for (int32_t i = 0; k->sig && i < n; ++i) {
+    const dlx_torch_parity *h = param_is_mut(st, i) ? torch_hooks(st, i) : NULL;
+    if (h && h->writable(st->objs[i])) {
+      dlx_prefix_error("%s(): '%s' ", k->name, dlx_sig_param_name(k->sig, i));
+      st->prefixed = 1;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* torch_before refused (cold): release, then dlx._trace may claim the call. */
+static __attribute__((noinline, cold)) PyObject *torch_refused(call_state *st) {
+  int reroute = PyErr_ExceptionMatches(dlx_torch_operator_path);
+  release_all(st, NULL);
+  if (!reroute) return NULL;
+  /* release_all named the kernel; dlx._trace's handler speaks for itself */
+  return traced_or_raise(st->k, st->objs, st->pub.num_args, NULL);
+}
+
+/* After the kernel wrote: each `mut` torch tensor's version counter, once, as torch's
+ * in-place operators bump it (autograd checks it on the tensors it saved). */
+static __attribute__((noinline)) int torch_written(call_state *st) {
+  for (int32_t i = 0; st->k->sig && i < st->pub.num_args; ++i) {
+    const dlx_torch_parity *h = param_is_mut(st, i) ? torch_hooks(st, i) : NULL;
+    if (h && h->bump(st->objs[i])) return -1;
+  }
+  return 0;
+}
+
 /* After conversion: the stream, the kernel (without the GIL when `nogil`), its results,
  * the releases. */
 static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
                                                                 PyObject *const *objs,
                                                                 int32_t device_arg, int nogil) {
   const dlx_kernel_info *k = st->k;
+  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && torch_before(st))
+    return torch_refused(st);
   /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
    * calls have none (and no deferred producer: those are on a device). */
   if (device_arg >= 0) {
@@ -1129,6 +1193,8 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
     rc = k->fn(&st->pub);
   }
   if (__builtin_expect(rc != 0 || st->failed, 0) || PyErr_Occurred()) return kernel_failed(st, rc);
+  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && torch_written(st))
+    return call_failed(st);
   PyObject *result = st->nresults == 0 ? Py_NewRef(Py_None) : build_result(st);
   if (__builtin_expect(!result || st->nowners, 0)) return release_all(st, result);
   dlx_call_leave();
@@ -1226,7 +1292,7 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
         return traced_or_raise(k, args, nargs, NULL);
       }
       st.flags |= rc;
-      if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+      if (rc & DLX_CONVERT_RELEASE) st.owners[st.nowners++] = i;
     }
     if (a->kind == DLX_ARG_TENSOR && tensor_converted(&st, i, &device_arg))
       return device_refused(&st, i);
@@ -1288,7 +1354,9 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       if (!info) info = mut_type_miss(tp);
       if (info && info->view) {
         npv.type = NULL; /* the table's code runs */
+        int flags = info->call_flags; /* `info` may be refilled by the export */
         rc = dlx_convert_owned(info->api, obj, a, slot);
+        if (rc > 0) rc |= flags;
         goto converted;
       }
     }
@@ -1305,7 +1373,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       return traced_or_raise(k, objs, np, NULL);
     }
     st.flags |= rc;
-    if (rc & ~DLX_CONVERT_NUMPY) st.owners[st.nowners++] = i;
+    if (rc & DLX_CONVERT_RELEASE) st.owners[st.nowners++] = i;
     /* A deferred producer is checked once exported (finish_streams). The full check also
      * refuses what is no tensor (a scalar, a list: released there). */
     if (!(rc & DLX_CONVERT_DEFERRED) &&

@@ -449,7 +449,8 @@ __attribute__((noinline)) int dlx_convert_arg(PyObject *obj, int32_t index, dlx_
     }
     if (__builtin_expect(api == dlx_jax_device_table, 0)) /* JAX: on a device, a producer */
       return from_dlpack_producer(obj, api, arg, slot);
-    return from_table(api, obj, arg, slot);
+    int flags = info->call_flags, rc = from_table(api, obj, arg, slot);
+    return rc < 0 ? rc : rc | flags;
   }
   /* Subclasses of int and float (IntEnum, numpy.float64) are scalars too. */
   if (PyLong_Check(obj)) goto as_int;

@@ -21,6 +21,7 @@
 
 #include "dlx/dlx.h"
 #include "dlx_sig.h"
+#include "dlx_invoke.h"
 #include "dlx_sync.h"
 
 #define DLX_MAX_ARGS 64
@@ -56,6 +57,9 @@ typedef struct dlx_type_info {
    * view, not a type the call path reads as a scalar first): the call loops take it in
    * line (dlx_convert_view). NULL otherwise. */
   int (*view)(void *py_object, DLTensor *out);
+  /* DLX_CONVERT_TORCH when the table is a torch table's checked copy (torch_parity.c):
+   * a conversion through it says so to the call, which then asks the parity hooks. */
+  int call_flags;
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
 #if DLX_FREE_THREADED
   struct dlx_type_info *retired_next; /* the retired list's link (in the line's padding) */
@@ -162,9 +166,27 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
 /* current_work_stream for dlx's own tables of host-only frameworks (numpy, JAX): NULL, no stream */
 int dlx_no_stream(DLDeviceType device_type, int32_t device_id, void **out);
 PyObject *dlx_table_capsule(const DLPackExchangeAPI *api);
-/* The table a type brought for the one dlx uses (torch's native table for the copy that
- * refuses conjugate/negative views: tables.c); `api` itself otherwise. */
+/* The table a type brought for the one dlx uses (a torch table for its checked copy:
+ * torch_parity.c); `api` itself otherwise. */
 const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api);
+
+/* ---- torch_parity.c: torch tensors as torch's own in-place operators see them ---- */
+int dlx_torch_parity_init(PyObject *module);
+/* The table dlx uses for a table torch.Tensor brought: a checked copy of torch's native
+ * table or of dlx's addon table, else `api` itself (cold: once per type). */
+const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api);
+/* 1 when `api` is one of those checked copies. */
+int dlx_torch_is_checked(const DLPackExchangeAPI *api);
+/* The addon's table and its parity hooks (addon.c, when it loads the addon). */
+void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity *hooks);
+/* dlx._core.OperatorPath: a torch call that only the operator's path keeps exact (a tensor
+ * that requires grad under grad mode, a mode watching a registered kernel); dlx._trace
+ * hands it to dlx.torch_ops. */
+extern PyObject *dlx_torch_operator_path;
+/* The hooks of a checked copy (NULL for other tables). */
+const dlx_torch_parity *dlx_torch_hooks_of(const DLPackExchangeAPI *api);
+/* This thread runs a kernel for its own operator (Kernel._call_direct): no reroute. */
+extern _Thread_local int dlx_torch_direct;
 extern DLX_ATOMIC(unsigned long long) dlx_stat_type_lookups; /* cache misses, for tests */
 
 /* ---- numpy_table.c ---- */
@@ -215,6 +237,10 @@ typedef struct dlx_slot {
 #define DLX_CONVERT_NUMPY 4 /* a view by numpy's fast export, for a type the cache vouched
                                for, with nothing but dlx's own code run since: the call may
                                view later arrays of the same type in line (dlx_numpy.h) */
+/* A torch tensor through a checked table (torch_parity.c): the call asks the parity hooks
+ * (modes, writability, version counters). Owns nothing by itself. */
+#define DLX_CONVERT_TORCH 8
+#define DLX_CONVERT_RELEASE (DLX_CONVERT_OWNS | DLX_CONVERT_DEFERRED) /* bits with a release */
 int dlx_convert_arg(PyObject *obj, int32_t index, dlx_arg *arg, dlx_slot *slot);
 /* Export a deferred producer with __dlpack__(stream=stream) (NULL: no stream): 1 (the
  * slot owns the export), -1 with an exception (the slot may own it: release it). */
@@ -246,10 +272,12 @@ static inline int dlx_convert_view(const dlx_type_info *info, PyObject *obj, dlx
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   arg->readonly = 0;
   arg->value.tensor = &slot->view;
+  int flags = info->call_flags;
   if (__builtin_expect(view(obj, &slot->view) != 0, 0)) return dlx_view_failed(arg, slot);
   const DLTensor *t = &slot->view;
-  if (__builtin_expect(t->strides && t->shape && t->ndim >= 0, 1)) return 0;
-  return dlx_view_fix_dims(arg, slot);
+  if (__builtin_expect(t->strides && t->shape && t->ndim >= 0, 1)) return flags;
+  int rc = dlx_view_fix_dims(arg, slot);
+  return rc < 0 ? rc : rc | flags;
 }
 /* An exact int of one digit (most ints): 1 with its value, read in place; else 0. */
 static inline int dlx_long_compact(PyObject *obj, int64_t *out) {
@@ -290,6 +318,9 @@ typedef struct dlx_kernel_info {
   PyObject **defaults;    /* sig->nparams default values, NULL where required */
   const dlx_sig_quick *quick; /* sig->nparams quick checks (dlx_sig_quick_plan) */
   PyObject *self;         /* the dlx.Kernel holding this (borrowed), for dlx._trace */
+  /* dlx.torch.register made it an operator: under a torch mode or the profiler a direct
+   * call takes the operator's path (torch_parity.c). Written once, before any such call. */
+  DLX_ATOMIC(int) torch_op;
 } dlx_kernel_info;
 
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,

@@ -388,8 +388,30 @@ static PyObject *kernel_handle(PyObject *self, PyObject *unused) {
   return cap;
 }
 
+/* kernel._mark_operator(): dlx.torch.register made it torch.ops.<ns>.<name>; from now on a
+ * direct call under a torch mode or the profiler takes the operator's path. */
+static PyObject *kernel_mark_operator(PyObject *self, PyObject *unused) {
+  (void)unused;
+  dlx_relaxed_store(&((KernelObject *)self)->info.torch_op, 1);
+  Py_RETURN_NONE;
+}
+
+/* kernel._call_direct(...): the call as lib.NAME(...) makes it, for the operator's own
+ * implementation: the torch modes that led there are not asked again (no loop). */
+static PyObject *kernel_call_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames) {
+  int was = dlx_torch_direct;
+  dlx_torch_direct = 1;
+  PyObject *r = dlx_call_kernel(&((KernelObject *)self)->info, args, nargs, kwnames);
+  dlx_torch_direct = was;
+  return r;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"__reduce__", kernel_reduce, METH_NOARGS, NULL},
+    {"_mark_operator", kernel_mark_operator, METH_NOARGS, NULL},
+    {"_call_direct", (PyCFunction)(void (*)(void))kernel_call_direct,
+     METH_FASTCALL | METH_KEYWORDS, NULL},
     {"_handle", kernel_handle, METH_NOARGS,
      "capsule 'dlx.kernel_handle' of the kernel's (fn, plan, name), keeping the kernel alive"},
     {NULL, NULL, 0, NULL}};

@@ -124,8 +124,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     return NULL;
   }
 #endif
-  if (dlx_tables_init(m) || dlx_library_init(m) || dlx_addon_init(m) || dlx_providers_init(m) ||
-      dlx_jax_init(m) || dlx_stream_init(m) ||
+  if (dlx_tables_init(m) || dlx_torch_parity_init(m) || dlx_library_init(m) ||
+      dlx_addon_init(m) || dlx_providers_init(m) || dlx_jax_init(m) || dlx_stream_init(m) ||
       PyModule_AddIntConstant(m, "DLPACK_MAJOR_VERSION", DLPACK_MAJOR_VERSION) ||
       PyModule_AddIntConstant(m, "DLPACK_MINOR_VERSION", DLPACK_MINOR_VERSION) ||
       PyModule_AddIntConstant(m, "ABI_VERSION", DLX_ABI_VERSION) ||

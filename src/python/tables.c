@@ -36,7 +36,7 @@ static struct {
   PyTypeObject *type;
   dlx_scratch_view_fn view;
 } provider_views[8]; /* dlx's own providers' fast views (cache_lock) */
-static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack, *str_torch;
+static PyObject *str_api_attr, *str_legacy_attr, *str_dlpack;
 /* list of (module name, type name, callback): run once, the first time a subclass of
  * that type is looked up, before its own table is read (how torch gets its table, or
  * its native one the NPU stream overlay, without `import dlx` ever compiling anything) */
@@ -259,142 +259,6 @@ static void *legacy_address(PyObject *attr, const char *who) {
   return (void *)(uintptr_t)v; /* dlx_table_validate probes it before reading */
 }
 
-/* ---- torch's native table: conjugate and negative views ----
- * torch's own exchange table (torch >= 2.10) exports a tensor whose conjugate or negative
- * bit is set (torch.conj(z), torch._neg_view(t)) as its raw storage, whose values are not
- * the tensor's (torch's __dlpack__ and dlx's addon refuse them). A type whose table is
- * torch's native one (or the stream overlay over it: the same conversion functions) gets,
- * once, in its cache entry, a copy of the table whose two exports ask torch about the
- * bits; every other type, and dlx's addon table, keeps its table and pays nothing. */
-static struct {
-  DLPackDLTensorFromPyObjectNoSync view;
-  DLPackManagedTensorFromPyObjectNoSync managed;
-  PyObject *owner;            /* the native table's capsule, kept for the process */
-  PyObject *is_conj, *is_neg; /* torch._C.TensorBase's method descriptors */
-} torch_native;
-
-#define TORCH_CHECKED_MAX 4 /* the native table and an overlay, with room to spare */
-static struct {
-  const DLPackExchangeAPI *of;
-  DLPackExchangeAPI table;
-} torch_checked[TORCH_CHECKED_MAX];
-
-/* 0 when `obj` (exported as `dtype`) reads as its memory says; -1 with a BufferError when a
- * bit is set, or torch's own error. is_conj only for complex dtypes: the only ones that
- * carry the bit. Method descriptors called by vectorcall: no attribute lookup. */
-static int torch_unresolved(PyObject *obj, DLDataType dtype) {
-  PyObject *r;
-  if (dtype.code == kDLComplex) {
-    r = PyObject_Vectorcall(torch_native.is_conj, &obj, 1, NULL);
-    if (!r) return -1;
-    Py_DECREF(r); /* a bool: immortal or kept by the interpreter */
-    if (r == Py_True) goto refused;
-  }
-  r = PyObject_Vectorcall(torch_native.is_neg, &obj, 1, NULL);
-  if (!r) return -1;
-  Py_DECREF(r);
-  if (r != Py_True) return 0;
-refused:
-  PyErr_SetString(PyExc_BufferError,
-                  "a conjugate/negative view (torch's conj or neg bit is set): its memory does "
-                  "not hold its values; call .resolve_conj() / .resolve_neg() first");
-  return -1;
-}
-
-static int torch_checked_view(void *obj, DLTensor *out) {
-  if (torch_native.view(obj, out)) return -1;
-  return torch_unresolved(obj, out->dtype);
-}
-
-static int torch_checked_managed(void *obj, DLManagedTensorVersioned **out) {
-  if (torch_native.managed(obj, out)) return -1;
-  DLManagedTensorVersioned *m = *out;
-  if (!m || !torch_unresolved(obj, m->dl_tensor.dtype)) return 0;
-  *out = NULL;
-  PyObject *et, *ev, *tb; /* the deleter must not see the error */
-  PyErr_Fetch(&et, &ev, &tb);
-  if (m->deleter) m->deleter(m);
-  PyErr_Restore(et, ev, tb);
-  return -1;
-}
-
-/* torch's native table, learnt once torch is imported and has one; 0 found, else 1. */
-static int torch_native_known(void) {
-  DLX_LOCK(&cache_lock);
-  int known = torch_native.owner != NULL;
-  DLX_UNLOCK(&cache_lock);
-  if (known) return 0;
-  PyObject *torch = PyImport_GetModule(str_torch); /* never imports */
-  if (!torch) return PyErr_Occurred() ? (PyErr_Clear(), 1) : 1;
-  PyObject *c = PyObject_GetAttrString(torch, "_C");
-  PyObject *fn = c ? PyObject_GetAttrString(c, "_dlpack_exchange_api") : NULL;
-  PyObject *base = c && fn ? PyObject_GetAttrString(c, "TensorBase") : NULL;
-  PyObject *cap = base ? PyObject_CallNoArgs(fn) : NULL;
-  const DLPackExchangeAPI *api = cap ? dlx_table_from_capsule(cap, "torch's native table") : NULL;
-  PyObject *is_conj = api ? PyObject_GetAttrString(base, "is_conj") : NULL;
-  PyObject *is_neg = is_conj ? PyObject_GetAttrString(base, "is_neg") : NULL;
-  Py_DECREF(torch);
-  Py_XDECREF(c);
-  Py_XDECREF(fn);
-  Py_XDECREF(base);
-  if (!is_neg) { /* torch before 2.10: no native table */
-    PyErr_Clear();
-    Py_XDECREF(cap);
-    Py_XDECREF(is_conj);
-    return 1;
-  }
-  DLX_LOCK(&cache_lock); /* free-threaded builds: two threads may learn it at once */
-  if (!torch_native.owner) {
-    torch_native.view = api->dltensor_from_py_object_no_sync;
-    torch_native.managed = api->managed_tensor_from_py_object_no_sync;
-    torch_native.is_conj = is_conj;
-    torch_native.is_neg = is_neg;
-    torch_native.owner = cap;
-    is_conj = is_neg = cap = NULL;
-  }
-  DLX_UNLOCK(&cache_lock);
-  Py_XDECREF(cap);
-  Py_XDECREF(is_conj);
-  Py_XDECREF(is_neg);
-  return 0;
-}
-
-const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api) {
-  const DLPackExchangeAPI *shown = api;
-  DLX_LOCK(&cache_lock);
-  for (int k = 0; k < TORCH_CHECKED_MAX; ++k)
-    if (torch_checked[k].of && api == &torch_checked[k].table) shown = torch_checked[k].of;
-  DLX_UNLOCK(&cache_lock);
-  return shown;
-}
-
-/* `api`, or its checked copy when it is torch's native table (cold: once per type). */
-static const DLPackExchangeAPI *torch_checked_table(const DLPackExchangeAPI *api) {
-  if (torch_native_known() || api->managed_tensor_from_py_object_no_sync != torch_native.managed)
-    return api;
-  const DLPackExchangeAPI *checked = api; /* more native-derived tables than any torch makes */
-  DLX_LOCK(&cache_lock);
-  for (int k = 0; k < TORCH_CHECKED_MAX; ++k) {
-    if (torch_checked[k].of == api) {
-      checked = &torch_checked[k].table;
-      break;
-    }
-    if (torch_checked[k].of) continue;
-    DLPackExchangeAPI *t = &torch_checked[k].table;
-    *t = *api;
-    t->header.prev_api = NULL; /* the copy is major 1 itself; only 1.3's fields copied */
-    if (t->header.version.minor > DLPACK_MINOR_VERSION)
-      t->header.version.minor = DLPACK_MINOR_VERSION;
-    t->managed_tensor_from_py_object_no_sync = torch_checked_managed;
-    if (t->dltensor_from_py_object_no_sync) t->dltensor_from_py_object_no_sync = torch_checked_view;
-    torch_checked[k].of = api;
-    checked = t;
-    break;
-  }
-  DLX_UNLOCK(&cache_lock);
-  return checked;
-}
-
 static int discover(PyTypeObject *tp, dlx_type_info *info) {
   const char *who = tp->tp_name;
   PyObject *attr;
@@ -452,7 +316,8 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
   info->source = DLX_SRC_NOT_TENSOR;
   return 0;
 table:
-  info->api = torch_checked_table(info->api);
+  info->api = dlx_torch_checked_table(info->api);
+  info->call_flags = dlx_torch_is_checked(info->api) ? DLX_CONVERT_TORCH : 0;
   info->source = DLX_SRC_TABLE;
   info->owner = attr;
   return 0;
@@ -578,6 +443,5 @@ int dlx_tables_init(PyObject *module) {
   str_api_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_ATTR);
   str_legacy_attr = PyUnicode_InternFromString(DLX_EXCHANGE_API_LEGACY_ATTR);
   str_dlpack = PyUnicode_InternFromString("__dlpack__");
-  str_torch = PyUnicode_InternFromString("torch");
-  return providers && str_api_attr && str_legacy_attr && str_dlpack && str_torch ? 0 : -1;
+  return providers && str_api_attr && str_legacy_attr && str_dlpack ? 0 : -1;
 }

@@ -23,6 +23,8 @@
 #include "dlx_invoke.h"  // beside this file, as installed (dlx/addon/)
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/version.h>
 
@@ -70,6 +72,11 @@
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #if DLX_TORCH_AT_LEAST(2, 5)
+#include <ATen/MemoryOverlap.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>  // the operators' registration (below)
 
 #include <cstdio>
@@ -711,6 +718,79 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
   });
 }
 
+// ---- parity: a direct call keeps torch's rules (src/python/torch_parity.c) --------------
+//
+// dlx's call path uses the table through a checked copy whose exports are these: the
+// table's own, then a tensor that requires grad while grad mode is on is refused with
+// dlx's OperatorPath (the call then takes the operator's path, where autograd sees it).
+// A plain tensor has no autograd metadata: the test is one load.
+
+PyObject *g_operator_path = nullptr;  // dlx._core.OperatorPath, set once before any call
+
+inline int GradRefused(void *py_object) {
+  const c10::TensorImpl *impl = UnpackTensor(py_object).unsafeGetTensorImpl();
+  if (C10_LIKELY(!impl->requires_grad()) || !c10::GradMode::is_enabled()) return 0;
+  PyErr_SetString(g_operator_path,
+                  "requires grad while grad mode is on: a direct call would drop its gradient");
+  return -1;
+}
+
+int ParityView(void *py_object, DLTensor *out) {
+  if (DLTensorFromPyObject(py_object, out) != 0) return -1;
+  return GradRefused(py_object);
+}
+
+int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {
+  if (ManagedTensorFromPyObject(py_object, out) != 0) return -1;
+  if (C10_LIKELY(GradRefused(py_object) == 0)) return 0;
+  CallManagedDeleter(*out);  // only an at::Tensor is released: the error stays
+  *out = nullptr;
+  return -1;
+}
+
+// A TorchFunctionMode, a TorchDispatchMode or the profiler (RecordFunction callbacks) would
+// see an operator call: a kernel registered as one takes the operator's path. Operators
+// exist from torch 2.5 on; before, nothing is registered and nothing is asked.
+int ParityModes() {
+#if DLX_TORCH_AT_LEAST(2, 5)
+  return c10::impl::TorchDispatchModeTLS::stack_len() > 0 ||
+         at::impl::torch_function_mode_enabled() || at::hasCallbacks();
+#else
+  return 0;
+#endif
+}
+
+// As torch's in-place operators: an inference tensor is written only in inference mode.
+int ParityWritable(void *py_object) {
+  return GuardedPy([&] {
+    const at::Tensor &t = UnpackTensor(py_object);
+    if (t.is_inference() && !c10::InferenceMode::is_enabled()) {
+      PyErr_SetString(PyExc_RuntimeError,
+                      "is an inference tensor, which torch does not let an in-place operation "
+                      "update outside inference mode (make a clone, or call inside "
+                      "torch.inference_mode())");
+      throw PythonErrorSet{};
+    }
+  });
+}
+
+// The version counter after a write, as torch's in-place operators bump it. Inference
+// tensors have none (torch's increment_version skips them too).
+int ParityBump(void *py_object) {
+  return GuardedPy([&] {
+    const at::Tensor &t = UnpackTensor(py_object);
+    if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+  });
+}
+
+const dlx_torch_parity kParity = {
+    /*size=*/sizeof(dlx_torch_parity),
+    /*view=*/ParityView,
+    /*managed=*/ParityManaged,
+    /*modes=*/ParityModes,
+    /*writable=*/ParityWritable,
+    /*bump=*/ParityBump,
+};
 
 // ---- operators: dlx.torch.register's implementation ----------------------------------
 //
@@ -774,6 +854,18 @@ int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const i
   TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
 }
 
+// A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.
+void CheckWritable(const at::Tensor &t, const c10::OperatorHandle &op, size_t i) {
+  const std::string &arg = op.schema().arguments()[i].name();
+  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op.schema().name(), ": '",
+              arg, "' is an inference tensor, which torch does not let an in-place operation "
+              "update outside inference mode (make a clone, or call inside "
+              "torch.inference_mode())");
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op.schema().name(), ": '",
+              arg, "' has elements that share memory (an expanded or stride-0 tensor): an "
+              "in-place write would write them more than once; pass a .clone()");
+}
+
 class OpKernel final : public c10::OperatorKernel {
  public:
   OpKernel(const dlx_kernel_handle *kernel, const dlx_invoke_api *api, int32_t nresults)
@@ -795,6 +887,8 @@ class OpKernel final : public c10::OperatorKernel {
       dlx_arg &a = args[i];
       a.readonly = 0;
       if (v.isTensor()) {
+        const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
+        if (alias != nullptr && alias->isWrite()) CheckWritable(v.toTensor(), op, i);
         Describe(v.toTensor(), &views[i]);
         a.kind = DLX_ARG_TENSOR;
         a.value.tensor = &views[i];
@@ -878,6 +972,13 @@ class OpKernel final : public c10::OperatorKernel {
       TORCH_CHECK(false, kernel_->name, "(): the kernel returned ", inv.produced, " result",
                   inv.produced == 1 ? "" : "s", "; its declaration, and so the operator, has ",
                   nresults_);
+    // Written: each mutable argument's version counter, once, as torch's in-place ops do.
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
+      if (alias == nullptr || !alias->isWrite() || !values[i].isTensor()) continue;
+      const at::Tensor &t = values[i].toTensor();
+      if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+    }
     torch::jit::drop(*stack, nargs);
     for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(std::move(results.tensors[r]));
   }
@@ -915,6 +1016,13 @@ DLX_ADDON_EXPORT void dlx_addon_set_stream_fallback(int (*fn)(DLDeviceType, int3
 
 DLX_ADDON_EXPORT const char *dlx_addon_identity(void) { return DLX_ADDON_IDENTITY; }
 
+// The parity hooks for dlx's checked copy of the table; `operator_path` is the exception
+// class a checked export raises (dlx keeps it alive for the process).
+DLX_ADDON_EXPORT const dlx_torch_parity *dlx_torch_parity_hooks(PyObject *operator_path) {
+  g_operator_path = operator_path;
+  return &kParity;
+}
+
 // dlx.torch.register: implement torch.ops.<ns>.<name> (defined already, with its schema)
 // for the CPU, CUDA and PrivateUse1 dispatch keys with `kernel` (a dlx_kernel_handle that
 // the caller keeps alive for the process's life). 0, or -1 with the reason in `why`.
@@ -938,6 +1046,16 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
                               static_cast<const dlx_kernel_handle *>(kernel), api, nresults)));
           Libraries().push_back(std::move(lib));
         }
+        // Autograd as for an operator without a formula: a result that requires grad gets
+        // a node whose backward raises, naming the operator (torch.library.register_autograd
+        // replaces it); a mutable leaf that requires grad is refused, as torch's in-place
+        // operators refuse it. (That fallback calls below ADInplaceOrView: OpKernel bumps
+        // the version counters itself.)
+        auto autograd = std::make_unique<torch::Library>(
+            torch::Library::IMPL, ns, c10::DispatchKey::Autograd, __FILE__, __LINE__);
+        autograd->impl(name, torch::autograd::autogradNotImplementedFallback());
+        Libraries().push_back(std::move(autograd));
+
       },
       [&](const char *, const char *message) {
         std::snprintf(why, whylen, "%s", message ? message : "a Python error");
