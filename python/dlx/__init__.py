@@ -2,6 +2,7 @@
 caller's current stream. User guide: docs/guide.md; the public names are in
 docs/interface.md."""
 import os as _os
+import sys as _sys
 from threading import local as _thread_local
 
 from . import _core
@@ -170,6 +171,15 @@ def cflags():
 _loaded = {}  # absolute path -> (st_dev, st_ino, st_mtime_ns, st_size) when first loaded
 
 
+def _adopted(lib):
+    """A library loaded again from the file a registered library came from (a second
+    dlx.load, an unpickled copy): its kernels are the same torch operators."""
+    ops = _sys.modules.get("dlx.torch_ops")
+    if ops is not None:
+        ops.adopt(lib)
+    return lib
+
+
 def load(path):
     """Load a shared library of DLX_KERNEL kernels; returns a dlx.Library.
 
@@ -182,14 +192,14 @@ def load(path):
         lib = _core.load_cached(path)
         if path not in _pickle._origins:  # one dlx.build made here pickles by its sources
             _pickle.note_file(path, st)
-        return lib
+        return _adopted(lib)
     st = _os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     first = _loaded.setdefault(path, key)
     if first == key:
         lib = _core.load(path)
         _pickle.note_file(path, st)  # pickle.dumps(lib): by path and digest (dlx/_pickle.py)
-        return lib
+        return _adopted(lib)
     import shutil
     import tempfile
 

@@ -26,6 +26,7 @@ MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dy
 _lock = threading.Lock()
 _registrations = {}  # namespace -> Registration
 _ops_of = {}  # kernel -> its operator (OpOverloadPacket), for the traced-call hook
+_by_file = {}  # the file a registered library was loaded from (_file_key) -> Registration
 
 _NAMES = {  # torch dtype attribute -> the grammar's name
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
@@ -75,13 +76,46 @@ def register(lib, namespace):
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
-            if reg.lib is lib:
+            if reg.lib is lib or _by_file.get(_file_key(lib)) is reg:  # or a copy: adopted
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
         reg = _build(torch, lib, namespace)
         _registrations[namespace] = reg
+        _by_file.setdefault(_file_key(lib), reg)
         return reg
+
+
+def _file_key(lib):
+    """What identifies a library's content while it stays in place: its file's identity
+    and stamp (a file rebuilt since is another library: dlx.load loads it as a copy)."""
+    import os
+
+    try:
+        st = os.stat(lib.path)
+    except (OSError, TypeError, AttributeError):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def adopt(lib):
+    """dlx.load's hook: a library loaded again from a registered library's file (a second
+    dlx.load, an unpickled copy in this process) has the same kernels, so its `lib.NAME`
+    is the same operator, inside torch.compile and on the direct call."""
+    key = _file_key(lib)
+    with _lock:
+        reg = _by_file.get(key) if key is not None else None
+        if reg is None or reg.lib is lib:
+            return
+        import torch
+
+        for name, op in reg.ops.items():
+            k = lib[name]
+            if k in _ops_of:
+                continue
+            _ops_of[k] = op
+            _trace_in_dynamo(torch, k, op)
+            k._mark_operator()
 
 
 def _dtype_name(t):

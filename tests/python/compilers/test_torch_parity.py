@@ -212,6 +212,12 @@ out["flop_counter_ops"] = sorted(str(k) for k in fc.get_flop_counts().get("Globa
 with torch.profiler.profile() as prof:
     lib.scale(torch.ones(3))
 out["profiled"] = sorted({e.name for e in prof.events() if "parity_ops" in e.name})
+import pickle
+copy = pickle.loads(pickle.dumps(lib))  # another Library object, the same file
+out["copy_same_registration"] = dlx.torch.register(copy, "parity_ops") is reg
+f = torch.compile(lambda t: copy.outer(t, t), fullgraph=True, backend="eager")
+out["copy_compiled"] = f(torch.ones(2)).tolist()
+out["copy_grad_fn"] = type(copy.square(torch.ones(2, requires_grad=True)).grad_fn).__name__
 print(json.dumps(out))
 """
 
@@ -260,3 +266,9 @@ def test_modes_and_the_profiler_see_the_registered_kernel(operator_run):
     assert any(s.startswith("dispatch:") and "parity_ops.scale" in s for s in saw), saw
     assert operator_run["modes_result"] == [4.0, 4.0, 4.0]  # each call wrote once
     assert operator_run["profiled"], "the profiler saw no parity_ops operator"
+
+
+def test_a_copy_of_a_registered_library_is_the_same_operators(operator_run):
+    assert operator_run["copy_same_registration"]
+    assert operator_run["copy_compiled"] == [[1.0, 1.0], [1.0, 1.0]]  # fullgraph: traced
+    assert "parity_ops_square" in operator_run["copy_grad_fn"]  # the formula registered above
