@@ -1106,9 +1106,6 @@ static inline const dlx_torch_parity *torch_hooks(const call_state *st, int32_t 
              : NULL;
 }
 
-static inline int param_is_mut(const call_state *st, int32_t i) {
-  return st->k->sig && st->k->quick[i].kind == DLX_SIG_TENSOR && st->k->quick[i].mut;
-}
 
 /* Before the kernel: a kernel registered as an operator takes the operator's path while a
  * torch mode or the profiler watches (dlx_torch_operator_path, for dlx._trace); a `mut`
@@ -1128,8 +1125,9 @@ static __attribute__((noinline)) int torch_before(call_state *st) {
       break;
     }
   }
-  for (int32_t i = 0; k->sig && i < n; ++i) {
-    const dlx_torch_parity *h = param_is_mut(st, i) ? torch_hooks(st, i) : NULL;
+  for (uint64_t m = k->mut_params; m; m &= m - 1) {
+    int32_t i = __builtin_ctzll(m);
+    const dlx_torch_parity *h = torch_hooks(st, i);
     if (h && h->writable(st->objs[i])) {
       dlx_prefix_error("%s(): '%s' ", k->name, dlx_sig_param_name(k->sig, i));
       st->prefixed = 1;
@@ -1151,8 +1149,9 @@ static __attribute__((noinline, cold)) PyObject *torch_refused(call_state *st) {
 /* After the kernel wrote: each `mut` torch tensor's version counter, once, as torch's
  * in-place operators bump it (autograd checks it on the tensors it saved). */
 static __attribute__((noinline)) int torch_written(call_state *st) {
-  for (int32_t i = 0; st->k->sig && i < st->pub.num_args; ++i) {
-    const dlx_torch_parity *h = param_is_mut(st, i) ? torch_hooks(st, i) : NULL;
+  for (uint64_t m = st->k->mut_params; m; m &= m - 1) {
+    int32_t i = __builtin_ctzll(m);
+    const dlx_torch_parity *h = torch_hooks(st, i);
     if (h && h->bump(st->objs[i])) return -1;
   }
   return 0;
@@ -1164,7 +1163,8 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
                                                                 PyObject *const *objs,
                                                                 int32_t device_arg, int nogil) {
   const dlx_kernel_info *k = st->k;
-  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && torch_before(st))
+  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) &&
+      (k->mut_params || dlx_relaxed_load(&k->torch_op)) && torch_before(st))
     return torch_refused(st);
   /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
    * calls have none (and no deferred producer: those are on a device). */
@@ -1193,7 +1193,7 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
     rc = k->fn(&st->pub);
   }
   if (__builtin_expect(rc != 0 || st->failed, 0) || PyErr_Occurred()) return kernel_failed(st, rc);
-  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && torch_written(st))
+  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && k->mut_params && torch_written(st))
     return call_failed(st);
   PyObject *result = st->nresults == 0 ? Py_NewRef(Py_None) : build_result(st);
   if (__builtin_expect(!result || st->nowners, 0)) return release_all(st, result);

@@ -183,8 +183,20 @@ void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity
  * that requires grad under grad mode, a mode watching a registered kernel); dlx._trace
  * hands it to dlx.torch_ops. */
 extern PyObject *dlx_torch_operator_path;
+/* The checked copies, each its table first: a table's hooks are one range test away. */
+typedef struct dlx_torch_checked {
+  DLPackExchangeAPI table;
+  DLX_ATOMIC(const dlx_torch_parity *) hooks; /* published after `table` (release) */
+  const DLPackExchangeAPI *of;               /* the table it checks */
+} dlx_torch_checked;
+#define DLX_TORCH_CHECKED_MAX 4 /* the native table, an overlay over it, the addon, a spare */
+extern dlx_torch_checked dlx_torch_checked_tables[DLX_TORCH_CHECKED_MAX];
 /* The hooks of a checked copy (NULL for other tables). */
-const dlx_torch_parity *dlx_torch_hooks_of(const DLPackExchangeAPI *api);
+static inline const dlx_torch_parity *dlx_torch_hooks_of(const DLPackExchangeAPI *api) {
+  uintptr_t at = (uintptr_t)api - (uintptr_t)dlx_torch_checked_tables;
+  if (at >= sizeof dlx_torch_checked_tables || at % sizeof(dlx_torch_checked)) return NULL;
+  return dlx_acquire_load(&((const dlx_torch_checked *)(const void *)api)->hooks);
+}
 /* This thread runs a kernel for its own operator (Kernel._call_direct): no reroute. */
 extern _Thread_local int dlx_torch_direct;
 extern DLX_ATOMIC(unsigned long long) dlx_stat_type_lookups; /* cache misses, for tests */
@@ -321,6 +333,7 @@ typedef struct dlx_kernel_info {
   /* dlx.torch.register made it an operator: under a torch mode or the profiler a direct
    * call takes the operator's path (torch_parity.c). Written once, before any such call. */
   DLX_ATOMIC(int) torch_op;
+  uint64_t mut_params; /* bit i: parameter i is a `mut` tensor (DLX_MAX_ARGS <= 64) */
 } dlx_kernel_info;
 
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,

@@ -510,7 +510,11 @@ static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
   k->info.defaults = k->owned + np;
   k->quick = PyMem_Calloc((size_t)(np ? np : 1), sizeof *k->quick);
   if (!k->quick) return PyErr_NoMemory(), -1;
-  for (int32_t i = 0; i < np; ++i) dlx_sig_quick_plan(s, i, &k->quick[i]);
+  for (int32_t i = 0; i < np; ++i) {
+    dlx_sig_quick_plan(s, i, &k->quick[i]);
+    if (k->quick[i].kind == DLX_SIG_TENSOR && k->quick[i].mut)
+      k->info.mut_params |= (uint64_t)1 << i;
+  }
   k->info.quick = k->quick;
   for (int32_t i = 0; i < np; ++i) {
     const dlx_sig_param *p = &s->params[i];

@@ -45,12 +45,9 @@ static struct {
 
 static dlx_mutex parity_lock;
 
-#define CHECKED_MAX 4 /* the native table, an overlay over it, the addon, room to spare */
-static struct {
-  const DLPackExchangeAPI *of;
-  DLPackExchangeAPI table;
-  DLX_ATOMIC(const dlx_torch_parity *) hooks;
-} checked[CHECKED_MAX];
+dlx_torch_checked dlx_torch_checked_tables[DLX_TORCH_CHECKED_MAX];
+#define checked dlx_torch_checked_tables
+#define CHECKED_MAX DLX_TORCH_CHECKED_MAX
 
 static struct {
   const DLPackExchangeAPI *api; /* the addon's table, once loaded */
@@ -244,13 +241,6 @@ const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api) {
 
 int dlx_torch_is_checked(const DLPackExchangeAPI *api) {
   return dlx_torch_hooks_of(api) != NULL;
-}
-
-const dlx_torch_parity *dlx_torch_hooks_of(const DLPackExchangeAPI *api) {
-  /* Filled once and never changed: the checked copies' addresses are what is compared. */
-  for (int k = 0; k < CHECKED_MAX; ++k)
-    if (api == &checked[k].table) return dlx_acquire_load(&checked[k].hooks);
-  return NULL;
 }
 
 const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api) {

@@ -727,22 +727,34 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
 
 PyObject *g_operator_path = nullptr;  // dlx._core.OperatorPath, set once before any call
 
-inline int GradRefused(void *py_object) {
-  const c10::TensorImpl *impl = UnpackTensor(py_object).unsafeGetTensorImpl();
-  if (C10_LIKELY(!impl->requires_grad()) || !c10::GradMode::is_enabled()) return 0;
+__attribute__((noinline, cold)) int GradRefused() {
+  if (!c10::GradMode::is_enabled()) return 0;
   PyErr_SetString(g_operator_path,
                   "requires grad while grad mode is on: a direct call would drop its gradient");
   return -1;
 }
 
+// DLTensorFromPyObject's body, with the grad test on the TensorImpl it already holds.
 int ParityView(void *py_object, DLTensor *out) {
-  if (DLTensorFromPyObject(py_object, out) != 0) return -1;
-  return GradRefused(py_object);
+  bool grad = false;
+  int rc = GuardedPy([&] {
+    const at::Tensor &tensor = UnpackTensor(py_object);
+    const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
+    grad = impl->requires_grad();
+    if (C10_LIKELY(DescribeFast(impl, out))) return;
+    DescribeView(tensor, out);
+  });
+  return C10_UNLIKELY(grad) && rc == 0 ? GradRefused() : rc;
 }
 
 int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {
-  if (ManagedTensorFromPyObject(py_object, out) != 0) return -1;
-  if (C10_LIKELY(GradRefused(py_object) == 0)) return 0;
+  bool grad = false;
+  int rc = GuardedPy([&] {
+    const at::Tensor &tensor = UnpackTensor(py_object);
+    grad = tensor.unsafeGetTensorImpl()->requires_grad();
+    *out = ExportManaged(tensor);
+  });
+  if (C10_LIKELY(!grad) || rc != 0 || GradRefused() == 0) return rc;
   CallManagedDeleter(*out);  // only an at::Tensor is released: the error stays
   *out = nullptr;
   return -1;
