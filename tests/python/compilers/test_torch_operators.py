@@ -120,7 +120,9 @@ def test_operators_are_pt2_compliant(reg, compile_ops):
 
 
 # opcheck's checks: schema, autograd registration, fake tensor, AOT dispatch static/dynamic.
-OPCHECKED = [  # compile_kernels' operators without mut parameters or registered autograd
+OPCHECKED = [  # compile_kernels' operators (square's autograd is test_torch_compile's to register)
+    ("scale", lambda: (torch.rand(3), 3.0)),
+    ("add3", lambda: (torch.rand(3), torch.rand(3), torch.zeros(3))),
     ("outer", lambda: (torch.rand(3), torch.rand(2))),
     ("minmax", lambda: (torch.rand(2, 3),)),
     ("kinds", lambda: (torch.rand(3),)),
