@@ -18,6 +18,7 @@ library and what is wrong, and only regular files are ever read."""
 import hashlib
 import os
 import pickle
+import re
 import stat
 
 from . import _core
@@ -29,6 +30,7 @@ _origins = {}
 # what this process unpickled: loader arguments -> (stat key or None, Library)
 _received = {}
 
+_SHA256 = re.compile("[0-9a-f]{64}")  # a digest as hexdigest() writes it
 _ABSENT = "0" * 64  # a build record's digest of a path the compiler looked for, absent
 _PICKLED_OPTIONS = ("cflags", "ldflags", "include_dirs", "libraries", "cuda_arch")
 
@@ -194,8 +196,7 @@ def _check_path(lib, path, what):
 
 
 def _check_digest(lib, digest, what):
-    if not (isinstance(digest, str) and len(digest) == 64
-            and all(c in "0123456789abcdef" for c in digest)):
+    if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
         raise _malformed(lib, f"the digest of {what} is {digest!r}, not a sha256")
 
 
