@@ -15,7 +15,7 @@ NEW_TORCH = tuple(int("".join(c for c in p if c.isdigit()) or 0)
                   for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 pytestmark = pytest.mark.skipif(not NEW_TORCH, reason=f"torch {torch.__version__} < 2.5")
 NS = "dlx_factory_ops"
-COMPILE_NS = "dlx_test_ops"  # test_torch_compile's: one registration of compile_kernels
+COMPILE_NS = "dlx_opcheck_ops"  # compile_kernels loaded anew: not test_torch_compile's
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_operators_are_pt2_compliant(reg, compile_ops):
     x = torch.tensor([1.0, 2.0, 3.0])
 
     def f(x):
-        return torch.ops.dlx_test_ops.outer(x, x).sum() + torch.ops.dlx_factory_ops.ones3(2)
+        return torch.ops.dlx_opcheck_ops.outer(x, x).sum() + torch.ops.dlx_factory_ops.ones3(2)
 
     torch._dynamo.reset()
     with torch._dynamo.config.patch(only_allow_pt2_compliant_ops=True):
@@ -120,7 +120,7 @@ def test_operators_are_pt2_compliant(reg, compile_ops):
 
 
 # opcheck's checks: schema, autograd registration, fake tensor, AOT dispatch static/dynamic.
-OPCHECKED = [  # compile_kernels' operators (square's autograd is test_torch_compile's to register)
+OPCHECKED = [  # compile_kernels' operators
     ("scale", lambda: (torch.rand(3), 3.0)),
     ("add3", lambda: (torch.rand(3), torch.rand(3), torch.zeros(3))),
     ("outer", lambda: (torch.rand(3), torch.rand(2))),
