@@ -110,12 +110,14 @@ def _namespace_clash(torch, namespace):
         return "dunder names are Python's"
     op_namespace = getattr(torch._ops, "_OpNamespace", None)
     held = vars(torch.ops).get(namespace)
-    if held is None and not hasattr(type(torch.ops), namespace):
-        return None
-    if held is not None and op_namespace is not None and type(held) is op_namespace:
+    if held is None:  # what the instance finds before __getattr__: its classes' attributes
+        held = next((vars(c)[namespace] for c in type(torch.ops).__mro__
+                     if namespace in vars(c)), None)
+        if held is None:
+            return None
+    elif op_namespace is not None and type(held) is op_namespace:
         return None  # an operator namespace already: torch says whether it is taken
-    what = type(held if held is not None else getattr(type(torch.ops), namespace)).__name__
-    return f"torch.ops.{namespace} is torch's own ({what})"
+    return f"torch.ops.{namespace} is torch's own ({type(held).__name__})"
 
 
 def _dtype_name(t):
