@@ -5,36 +5,69 @@ It reads the plan the C parser built (`kernel._plan`) and what dlx_derive.c deri
 (`kernel._derived`), binds size symbols from the inputs' shapes as the eager call does
 (under a tracer the extents may be symbolic: comparisons are left to the framework's own
 integers) and reports faults in the eager call's words and exception types."""
-import keyword
+import sys
 
-_binders = {}  # kernel -> a def with the kernel's parameters, for CPython's arity errors
-
-
-def _binder(kernel):
-    f = _binders.get(kernel)
-    if f is None:
-        plan = kernel._plan
-        names = [p[0] for p in plan]
-        # The parser admits only ASCII identifiers that are not keywords; checked again
-        # because this text becomes code.
-        if not all(n.isidentifier() and n.isascii() and not keyword.iskeyword(n) for n in names):
-            raise ValueError(f"{kernel.__name__}(): parameter names are not identifiers")
-        name = kernel.__name__
-        if not (name.isidentifier() and name.isascii() and not keyword.iskeyword(name)):
-            name = "kernel"
-        ns = {}
-        args = ", ".join(names)
-        exec(f"def {name}({args}):\n    return [{args}]\n", ns)  # noqa: S102 (checked names)
-        f = ns[name]
-        f.__defaults__ = tuple(p[3] for p in plan if p[3] is not Ellipsis) or None
-        _binders[kernel] = f
-    return f
+_signatures = {}  # kernel -> (its inspect.Signature, number of parameters)
 
 
 def bind(kernel, args, kwargs):
     """The arguments in declared order with defaults filled; arity errors as the eager call
     gives them (`k() missing 1 required positional argument: 'x'`)."""
-    return _binder(kernel)(*args, **kwargs)
+    known = _signatures.get(kernel)
+    if known is None:  # kernel.__signature__ makes a new one each time
+        sig = kernel.__signature__
+        known = _signatures[kernel] = (sig, len(sig.parameters))
+    sig, nparams = known
+    if not kwargs and len(args) == nparams:
+        # every argument by position, as torch's dispatcher passes them to an operator's
+        # Python implementation: ~0.1 us where Signature.bind takes ~3 us
+        return list(args)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(_arity_error(kernel, args, kwargs, e)) from None
+    bound.apply_defaults()
+    return list(bound.arguments.values())
+
+
+def _arity_error(kernel, args, kwargs, e):
+    """What a def with the kernel's parameters says (and so the eager call, src/python/
+    call.c's binding): Signature.bind knows the fault but words it without the name and
+    counts."""
+    name = kernel.__name__
+    params = list(kernel.__signature__.parameters.values())
+    names = [p.name for p in params]
+    if len(args) > len(names) and not kwargs:
+        nreq = sum(p.default is p.empty for p in params)
+        takes = (f"{len(names)} positional argument{'' if len(names) == 1 else 's'}"
+                 if nreq == len(names) else f"from {nreq} to {len(names)} positional arguments")
+        return (f"{name}() takes {takes} but {len(args)} "
+                f"{'was' if len(args) == 1 else 'were'} given")
+    for i, key in enumerate(kwargs):
+        if key not in names:
+            return f"{name}() got an unexpected keyword argument '{key}'{_suggest(key, names)}"
+        if names.index(key) < len(args):
+            return f"{name}() got multiple values for argument '{key}'"
+    given = set(names[:len(args)]) | set(kwargs)
+    lacking = [f"'{p.name}'" for p in params if p.name not in given and p.default is p.empty]
+    if not lacking:  # no fault a def of plain parameters has: Signature.bind's own words
+        return f"{name}(): {e}"
+    listed = (lacking[0] if len(lacking) == 1 else " and ".join(lacking) if len(lacking) == 2
+              else ", ".join(lacking[:-1]) + ", and " + lacking[-1])
+    return (f"{name}() missing {len(lacking)} required positional argument"
+            f"{'' if len(lacking) == 1 else 's'}: {listed}")
+
+
+def _suggest(key, names):
+    """CPython 3.13's "Did you mean" for a keyword no parameter has (the eager call's too)."""
+    if sys.version_info < (3, 13):
+        return ""
+    try:
+        from _suggestions import _generate_suggestions
+    except ImportError:  # an interpreter without CPython's helper: no suggestion
+        return ""
+    near = _generate_suggestions(names, key)
+    return f". Did you mean '{near}'?" if near else ""
 
 
 def _num(n):

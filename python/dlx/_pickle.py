@@ -11,10 +11,15 @@ library in its cache or builds it there, under the cache's usual checks, after c
 those files are unchanged. A kernel travels as its library and its name.
 
 The C types call reduce_library / reduce_kernel (src/python/library.c, `__reduce__`).
-Unpickling the same library again in a process is a dictionary lookup (and one stat)."""
+Unpickling the same library again in a process is a dictionary lookup (and one stat).
+A pickle is input: one dlx did not write (a path to a FIFO, a device or a folder, a digest
+that is no digest, a list of files that is no list) is refused with ImportError naming the
+library and what is wrong, and only regular files are ever read."""
 import hashlib
 import os
 import pickle
+import re
+import stat
 
 from . import _core
 
@@ -25,6 +30,7 @@ _origins = {}
 # what this process unpickled: loader arguments -> (stat key or None, Library)
 _received = {}
 
+_SHA256 = re.compile("[0-9a-f]{64}")  # a digest as hexdigest() writes it
 _ABSENT = "0" * 64  # a build record's digest of a path the compiler looked for, absent
 _PICKLED_OPTIONS = ("cflags", "ldflags", "include_dirs", "libraries", "cuda_arch")
 
@@ -42,12 +48,33 @@ def _sha256_fd(fd):
         h.update(block)
 
 
+class _NotAFile(OSError):
+    """A path that names something other than a regular file: never read (a FIFO waits for
+    a writer forever, /dev/zero never ends)."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
 def _sha256(path):
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # O_NONBLOCK: opening a FIFO with no writer returns at once (it is refused below); it
+    # changes nothing for a regular file. The type is checked on the descriptor read.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+            raise _NotAFile(f"{kind}, not a regular file")
         return _sha256_fd(fd)
     finally:
         os.close(fd)
+
+
+def _why(e):
+    """An OSError in words for a refusal: its strerror, or its text."""
+    return e.strerror or str(e)
 
 
 def note_file(path, st):
@@ -143,39 +170,73 @@ def reduce_kernel(path, name):
 
 
 def _kernel(loader, args, name):
-    return loader(*args)[name]  # lib[name]: also a kernel an attribute shadows
+    lib = loader(*args)
+    try:
+        return lib[name]  # lib[name]: also a kernel an attribute shadows
+    except (KeyError, TypeError) as e:
+        raise _malformed(lib.path, f"it has no kernel {name!r}") from e
 
 
-def _refuse(path, why):
-    return ImportError(f"dlx: refusing to unpickle a library: {path} {why}; its content is not "
-                       "what the pickling process ran", path=path)
+def _refuse(path, why, lib=None):
+    where = "" if lib is None or lib == path else f" {lib}:"
+    return ImportError(f"dlx: refusing to unpickle a library:{where} {path} {why}; its content "
+                       "is not what the pickling process ran", path=path)
 
 
-def _check_files(files):
+def _malformed(lib, why):
+    """A pickle dlx did not write: its arguments are not what dlx pickles."""
+    return ImportError(f"dlx: refusing to unpickle the library {lib!r}: {why} (not a pickle "
+                       "dlx wrote, or one altered since)",
+                       path=lib if isinstance(lib, str) else None)
+
+
+def _check_path(lib, path, what):
+    if not (isinstance(path, str) and path and "\0" not in path):
+        raise _malformed(lib, f"{what} {path!r} is not a path (a non-empty str, no NUL)")
+
+
+def _check_digest(lib, digest, what):
+    if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+        raise _malformed(lib, f"the digest of {what} is {digest!r}, not a sha256")
+
+
+def _check_files(lib, files):
     """Each of the user's files must still hold the content the build read."""
+    if not isinstance(files, (tuple, list)) or not all(
+            isinstance(f, (tuple, list)) and len(f) == 2 for f in files):
+        raise _malformed(lib, f"its list of files read is {files!r:.200}, not (path, digest) pairs")
     for path, digest in files:
+        _check_path(lib, path, "a file read")
+        if not os.path.isabs(path):
+            raise _malformed(lib, f"a file read, {path!r}, is not an absolute path")
+        _check_digest(lib, digest, path)
         if digest == _ABSENT:  # the build looked for it and did not find it: still absent
             if os.path.lexists(path):
-                raise _refuse(path, "now exists, shadowing a header the build used")
+                raise _refuse(path, "now exists, shadowing a header the build used", lib)
             continue
         try:
             got = _sha256(path)
         except OSError as e:
-            raise _refuse(path, f"cannot be read ({e.strerror})") from e
+            raise _refuse(path, f"cannot be read ({_why(e)})", lib) from e
         if got != digest:
             raise _refuse(path, f"changed (sha256 {got[:16]}..., the build read "
-                                f"{digest[:16]}...)")
+                                f"{digest[:16]}...)", lib)
 
 
 def _load_file(path, digest):
+    _check_path(path, path, "its path")
+    _check_digest(path, digest, "its file")
     hit = _received.get((path, digest))
     try:
         st = os.stat(path)
     except OSError as e:
-        raise _refuse(path, f"cannot be read ({e.strerror})") from e
+        raise _refuse(path, f"cannot be read ({_why(e)})") from e
     if hit is not None and hit[0] == _key(st):
         return hit[1]
-    got = _sha256(path)
+    try:
+        got = _sha256(path)
+    except OSError as e:
+        raise _refuse(path, f"cannot be read ({_why(e)})") from e
     if got != digest:
         raise _refuse(path, f"has other content (sha256 {got[:16]}..., pickled "
                             f"{digest[:16]}...)")
@@ -189,14 +250,24 @@ def _load_file(path, digest):
     return lib
 
 
-def _built(key, files, make):
+def _built(label, key, files, options, make):
     """A built library once per process: the user's files checked, then make() (which finds
-    it in the cache or builds it)."""
-    hit = _received.get(key)
+    it in the cache or builds it). `label` names it in errors."""
+    if not isinstance(options, (tuple, list)) or not all(
+            isinstance(o, (tuple, list)) and len(o) == 2 and o[0] in _PICKLED_OPTIONS
+            for o in options):
+        raise _malformed(label, f"its build options are {options!r:.200}, not dlx.build's")
+    try:
+        hit = _received.get(key)
+    except TypeError as e:  # a list where dlx pickles a tuple: unhashable
+        raise _malformed(label, f"an argument is unhashable ({e})") from e
     if hit is not None:
         return hit[1]
-    _check_files(files)
-    lib = make()
+    _check_files(label, files)
+    try:
+        lib = make()
+    except (TypeError, ValueError) as e:  # arguments no pickle of a build that ran has
+        raise _malformed(label, f"dlx.build refuses them ({type(e).__name__}: {e})") from e
     _received[key] = (None, lib)
     return lib
 
@@ -204,12 +275,14 @@ def _built(key, files, make):
 def _load_inline(source, language, name, options, files):
     from . import load_inline
 
-    return _built(("inline", source, language, name, options, files), files,
+    return _built(name if isinstance(name, str) else "inline source",
+                  ("inline", source, language, name, options, files), files, options,
                   lambda: load_inline(source, language=language, name=name, **dict(options)))
 
 
 def _load_build(sources, name, language, options, files):
     from . import build, load
 
-    return _built(("build", sources, name, language, options, files), files,
+    return _built(name if isinstance(name, str) else sources,
+                  ("build", sources, name, language, options, files), files, options,
                   lambda: load(build(sources, name=name, language=language, **dict(options))))

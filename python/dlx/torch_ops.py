@@ -6,20 +6,22 @@ hold it (interface.md, "Kernels inside torch.compile"; user guide docs/torch.md)
 - fake implementation: dlx._infer over the declaration (size symbols bound from the fake
   inputs' shapes, symbolic under dynamic shapes; a symbol only in results is a
   data-dependent size);
-- implementations: dlx's torch operators library (src/addons/torch/dlx_torch_ops.cc: at::
-  Tensors to DLTensors, dlx_invoke on torch's current stream, results from at::empty) when
-  it can be built, else a Python one that calls the kernel;
+- implementations: dlx's torch addon (src/addons/torch/dlx_torch_addon.cc, its operators
+  part, OpKernel: at::Tensors to DLTensors, dlx_invoke on torch's current stream, results
+  from at::empty) when it can be built, else a Python one that calls the kernel;
 - tracing: inside torch.compile, dynamo sees `lib.NAME` as a stand-in that calls the
   operator (the substitute_in_graph mechanism, keyed by the kernel object); under
   non-strict torch.export / make_fx, the kernel's C call path hands a call with fake or
   functional tensors to the operator (dlx._trace). Outside tracing `lib.NAME` is untouched.
 
-Importing this module does not import torch.
+Importing this module does not import torch. It does not import dlx.torch either (which
+imports it): dlx.torch.register passes in how to load the addon.
 """
 import keyword
 import threading
 
 from . import _infer
+from ._core import Kernel, Library
 
 MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dynamo polyfills
 
@@ -59,10 +61,20 @@ def _torch_version(torch):
     return tuple(parts)
 
 
-def register(lib, namespace):
+def register(lib, namespace, load_addon):
     """Register every declared kernel of `lib` as torch.ops.<namespace>.<name>; see the
     module's doc. The same lib under the same namespace again returns the same
-    Registration; another library under a taken namespace is a RuntimeError."""
+    Registration; another library under a taken namespace is a RuntimeError.
+    load_addon(): loads dlx's torch addon for the operators' C++ implementations, raising
+    when it cannot be built (dlx.torch's, which also decides the exchange table)."""
+    if not isinstance(lib, Library):
+        what = (f"the kernel {lib.__name__!r}; register its library" if isinstance(lib, Kernel)
+                else type(lib).__name__)
+        raise TypeError(f"dlx.torch.register: expected a dlx.Library (dlx.load, dlx.build), "
+                        f"got {what}")
+    if not isinstance(namespace, str):
+        raise TypeError(f"dlx.torch.register: namespace must be a str, got "
+                        f"{type(namespace).__name__}")
     import torch
 
     if _torch_version(torch) < MIN_TORCH or not hasattr(torch.library, "register_fake"):
@@ -73,6 +85,10 @@ def register(lib, namespace):
     if not (isinstance(namespace, str) and namespace.isidentifier() and namespace.isascii()
             and not keyword.iskeyword(namespace)):
         raise ValueError(f"dlx.torch.register: namespace {namespace!r} is not an identifier")
+    clash = _namespace_clash(torch, namespace)
+    if clash:
+        raise ValueError(f"dlx.torch.register: namespace {namespace!r} cannot hold operators: "
+                         f"{clash}; choose another")
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
@@ -80,7 +96,7 @@ def register(lib, namespace):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
-        reg = _build(torch, lib, namespace)
+        reg = _build(torch, lib, namespace, load_addon)
         _registrations[namespace] = reg
         _by_file.setdefault(_file_key(lib), reg)
         return reg
@@ -118,6 +134,26 @@ def adopt(lib):
             k._mark_operator()
 
 
+def _namespace_clash(torch, namespace):
+    """Why torch.ops.<namespace> would not be an operator namespace, or None: a dunder name
+    (Python's, looked up past torch.ops' __getattr__), or a name torch.ops already holds as
+    something else (its methods, loaded_libraries, higher_order, ...). Checked before
+    torch.library.Library is made: one for such a name fails later, and again in its
+    finalizer (an unraisable exception)."""
+    if namespace.startswith("__") and namespace.endswith("__"):
+        return "dunder names are Python's"
+    op_namespace = getattr(torch._ops, "_OpNamespace", None)
+    held = vars(torch.ops).get(namespace)
+    if held is None:  # what the instance finds before __getattr__: its classes' attributes
+        held = next((vars(c)[namespace] for c in type(torch.ops).__mro__
+                     if namespace in vars(c)), None)
+        if held is None:
+            return None
+    elif op_namespace is not None and type(held) is op_namespace:
+        return None  # an operator namespace already: torch says whether it is taken
+    return f"torch.ops.{namespace} is torch's own ({type(held).__name__})"
+
+
 def _dtype_name(t):
     name = str(t.dtype).rpartition(".")[2]
     return _NAMES.get(name, name)
@@ -133,7 +169,7 @@ def _fresh(sym):
     return torch.library.get_ctx().new_dynamic_size()
 
 
-def _build(torch, lib, namespace):
+def _build(torch, lib, namespace, load_addon):
     try:
         library = torch.library.Library(namespace, "DEF")
     except RuntimeError as e:
@@ -151,17 +187,25 @@ def _build(torch, lib, namespace):
         except ValueError as e:
             skipped[name] = str(e).partition("(): ")[2] or str(e)
             continue
-        library.define(schema)
+        # pt2_compliant_tag, as torch.library.custom_op gives its operators: torch.compile
+        # under only_allow_pt2_compliant_ops takes them (opcheck holds: test_torch_operators)
+        library.define(schema, tags=(torch.Tag.pt2_compliant_tag,))
         kernels[name] = k
     keep = {"library": library}
     for name, k in kernels.items():
         qual = f"{namespace}::{name}"
         torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
         ops[name] = getattr(getattr(torch.ops, namespace), name)
-    keep["implementation"] = _native_impls(kernels, namespace, keep)
-    if keep["implementation"] != "addon":  # every device through Python, slower but there
-        for name, k in kernels.items():
-            library.impl(name, _python_impl_for(k), "CompositeExplicitAutograd")
+    keep["implementation"] = _native_impls(kernels, namespace, keep, load_addon)
+    for name, k in kernels.items():
+        if keep["implementation"] != "addon":  # every device through Python, slower but there
+            impl = _python_impl_for(k)
+            if _may_lack_tensors(k):
+                impl = _torch_results(torch, impl)
+            library.impl(name, impl, "CompositeExplicitAutograd")
+        elif _may_lack_tensors(k):
+            library.impl(name, _cpu_without_tensors(torch, k, ops[name]),
+                         "CompositeExplicitAutograd")
     for name, k in kernels.items():
         _ops_of[k] = ops[name]
         _trace_in_dynamo(torch, k, ops[name])
@@ -170,18 +214,16 @@ def _build(torch, lib, namespace):
     return Registration(lib, namespace, ops, skipped, keep)
 
 
-def _native_impls(kernels, namespace, keep):
+def _native_impls(kernels, namespace, keep, load_addon):
     """Implement the operators for CPU, CUDA/ROCm and PrivateUse1 in C++ (the torch addon,
     built once per torch through dlx's build cache), so a call never enters Python. Where
     the addon cannot be built the Python implementation serves; says which, and why."""
     from . import _core
-    from . import torch as dlx_torch
 
     try:
-        dlx_torch.ensure_addon(dlx_torch.backend())
+        load_addon()
     except Exception as e:  # no compiler, no torch headers: the Python implementation
         return f"python (torch addon unavailable: {type(e).__name__}: {e})"
-    _prefer_addon_table(dlx_torch)
     _quiet_formula_override(namespace)
     handles = keep.setdefault("handles", [])
     for name, k in kernels.items():
@@ -203,26 +245,6 @@ def _quiet_formula_override(namespace):
         "ignore", category=UserWarning,
         message=rf"(?s).*Overriding a previously registered kernel.*operator: "
                 rf"{re.escape(namespace)}::.*dispatch key: Autograd\n")
-
-
-ADDON_TABLE_ORIGIN = "dlx.torch.register built the addon for its operators"
-
-
-def _prefer_addon_table(dlx_torch):
-    """The addon is built and loaded for the operators anyway: where no table is in force
-    yet and nothing chose one (DLX_TORCH_TABLE unset), dlx's own table goes in force for
-    direct calls too. It converts a torch tensor in 141 instructions against torch 2.13's
-    624 (make bench-ir); lib.add3 on 3 tensors: 283 -> 133 ns a call.
-    A table already in force stays (it is chosen once per process)."""
-    import os
-
-    if (dlx_torch.installed() is not None or os.environ.get("DLX_TORCH_TABLE")
-            or os.environ.get("DLX_DISABLE_TORCH_ADDON") == "1"):
-        return
-    dlx_torch.install(prefer="addon")
-    choice = dlx_torch.choice()
-    if choice is not None:
-        dlx_torch._choice = choice._replace(origin=ADDON_TABLE_ORIGIN)
 
 
 def _first_tensor(bound, plan):
@@ -281,6 +303,51 @@ def _python_impl_for(k):
 
     impl.__name__ = f"{name}_impl"
     return impl
+
+
+def _may_lack_tensors(k):
+    """True when a call can carry no tensor (no tensor parameter, or only optional ones).
+    torch's dispatcher picks a kernel by its tensors' devices; a call without any reaches
+    only a CompositeExplicitAutograd kernel, as torch's own factory functions do (a CPU,
+    CUDA or PrivateUse1 kernel alone: NotImplementedError, "There were no tensor
+    arguments to this function")."""
+    return all(p[1] != "tensor" or p[2] for p in k._plan)
+
+
+def _cpu_without_tensors(torch, k, op):
+    """The addon operator's implementation for calls without tensors: the CPU kernel
+    (OpKernel), whose call's device is then the CPU, as torch's factory functions default
+    to it; the kernel allocates its results through that call, on the device it asks for.
+    One Python step more than a call with tensors, on these calls only. Reached with a
+    tensor only on a device the addon has no kernel for: refused as torch refuses one."""
+    cpu = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    overload = op.default
+    name = k.__name__
+
+    def impl(*args, **kwargs):
+        for v in (*args, *kwargs.values()):
+            if isinstance(v, torch.Tensor):
+                raise NotImplementedError(f"{name}(): the operator has no implementation for "
+                                          f"tensors on {v.device} (CPU, CUDA/ROCm, PrivateUse1)")
+        return overload.redispatch(cpu, *args, **kwargs)
+
+    impl.__name__ = f"{name}_without_tensors"
+    return impl
+
+
+def _torch_results(torch, impl):
+    """The Python implementation of an operator a call may reach without tensors: the eager
+    call then returns numpy arrays (its results come from the first tensor argument's
+    framework, numpy without one); the operator returns them as torch tensors, no copy."""
+
+    def wrapped(*args, **kwargs):
+        out = impl(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o if isinstance(o, torch.Tensor) else torch.from_dlpack(o) for o in out)
+        return out if out is None or isinstance(out, torch.Tensor) else torch.from_dlpack(out)
+
+    wrapped.__name__ = impl.__name__
+    return wrapped
 
 
 # ---- the direct call keeps torch's rules: calls only the operator gets right -------------

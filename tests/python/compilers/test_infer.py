@@ -74,10 +74,14 @@ def test_schema_and_derived(sk):
 
 def test_bind_words_as_eager(sk):
     assert _infer.bind(sk.softmax, (1,), {"axis": 0}) == [1, None, 0]
-    for args, kwargs in [((), {}), ((1, 2, 3, 4), {}), ((1,), {"axes": 1}), ((1,), {"x": 1})]:
-        want = eager_error(sk.softmax, *args, **kwargs)
+    cases = [(sk.softmax, (), {}), (sk.softmax, (1, 2, 3, 4), {}), (sk.softmax, (1,), {"axes": 1}),
+             (sk.softmax, (1,), {"x": 1}), (sk.softmax, (1, 2, 3, 4), {"x": 1}),
+             (sk.softmax, (1, 2, 3, 4), {"q": 1}), (sk.fma3, (), {}), (sk.fma3, (1,), {}),
+             (sk.fma3, (1, 2, 3, 4), {}), (sk.fma3, (), {"z": 1})]
+    for k, args, kwargs in cases:
+        want = eager_error(k, *args, **kwargs)
         with pytest.raises(TypeError) as e:
-            _infer.bind(sk.softmax, args, kwargs)
+            _infer.bind(k, args, kwargs)
         assert (TypeError, str(e.value)) == want
 
 

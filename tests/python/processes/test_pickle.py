@@ -2,6 +2,7 @@
 a library by its path and content digest, one made by dlx.build / dlx.load_inline by its
 sources and options; a kernel by its library and name. Other processes are fresh
 interpreters (conftest.run_python) that unpickle what this one wrote."""
+import json
 import os
 import pickle
 import subprocess
@@ -186,3 +187,71 @@ def test_kernel_errors_pickle_with_message_and_fields(tmp_path, monkeypatch):
     assert lines[0].startswith("builtins:ValueError | fail_value(): bad value 42")
     assert lines[1] == "pkerrs.errors:ShapeError | raise_kind(): bad | 7"
     assert lines[2].startswith("pkerrs.errors:Outer.Inner | ")
+
+
+class Forged:
+    """A pickle dlx did not write: its loader called with other arguments."""
+
+    def __init__(self, loader, *args):
+        self.loader, self.args = loader, args
+
+    def __reduce__(self):
+        return self.loader, self.args
+
+
+def test_tampered_pickles_are_import_errors_naming_library_and_fault(tmp_path):
+    """Paths to a FIFO, a device or a folder are never read (a FIFO would block the digest
+    for ever, /dev/zero never ends); digests, paths and lists that are not what dlx pickles
+    are refused. Unpickled in a child, under a timeout, so a regression fails, not hangs."""
+    from dlx import _pickle
+
+    so = BUILD / "kernels" / "test_kernels.so"
+    digest = _pickle._sha256(str(so))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    header = tmp_path / "h.h"
+    header.write_text("")
+    ok_file = (str(header), _pickle._sha256(str(header)))
+    opts = (("cflags", ()),)
+    cases = {  # name -> (forged object, what the message must say)
+        "fifo": (Forged(_pickle._load_file, str(fifo), digest), [str(fifo), "a FIFO"]),
+        "dev_zero": (Forged(_pickle._load_file, "/dev/zero", digest),
+                     ["/dev/zero", "a character device"]),
+        "folder": (Forged(_pickle._load_file, str(tmp_path), digest), [str(tmp_path), "a folder"]),
+        "nul": (Forged(_pickle._load_file, str(so) + "\0x", digest), ["is not a path"]),
+        "fd": (Forged(_pickle._load_file, 0, digest), ["0", "is not a path"]),
+        "digest_none": (Forged(_pickle._load_file, str(so), None), [str(so), "not a sha256"]),
+        "kernel": (Forged(_pickle._kernel, _pickle._load_file, (str(so), digest), "nope"),
+                   [str(so), "no kernel 'nope'"]),
+        "files_fifo": (Forged(_pickle._load_inline, ADD, "c", "forged", opts,
+                              (ok_file, (str(fifo), digest))), ["forged", str(fifo), "a FIFO"]),
+        "files_dev_zero": (Forged(_pickle._load_build, (str(header),), "forged", "c", opts,
+                                  (("/dev/zero", digest),)), ["forged", "/dev/zero", "device"]),
+        "files_digest_none": (Forged(_pickle._load_inline, ADD, "c", "forged", opts,
+                                     ((str(header), None),)), ["forged", "not a sha256"]),
+        "files_not_pairs": (Forged(_pickle._load_inline, ADD, "c", "forged", opts, "abc"),
+                            ["forged", "not (path, digest) pairs"]),
+        "files_relative": (Forged(_pickle._load_inline, ADD, "c", "forged", opts,
+                                  (("h.h", digest),)), ["forged", "not an absolute path"]),
+        "options": (Forged(_pickle._load_inline, ADD, "c", "forged", (("exec", "x"),), ()),
+                    ["forged", "build options"]),
+    }
+    data = tmp_path / "forged.pickle"
+    data.write_bytes(pickle.dumps({n: pickle.dumps(obj) for n, (obj, _) in cases.items()}))
+    r = run_python(textwrap.dedent(f"""
+        import json, pickle
+        out = {{}}
+        for name, one in pickle.loads(open({str(data)!r}, 'rb').read()).items():
+            try:
+                pickle.loads(one)
+                out[name] = 'unpickled'
+            except Exception as e:
+                out[name] = [type(e).__name__, str(e), isinstance(e.__cause__, OSError)]
+        print(json.dumps(out))
+    """), timeout=120)
+    got = json.loads(r.stdout)
+    for name, (_, words) in cases.items():
+        kind, msg, _ = got[name]
+        assert kind == "ImportError" and all(w in msg for w in words), (name, got[name])
+    for name in ("fifo", "dev_zero", "folder", "files_fifo", "files_dev_zero"):
+        assert got[name][2], (name, "the OSError kept as __cause__")

@@ -103,7 +103,7 @@ def test_flags_take_no_arguments():
 def test_the_sdist_carries_every_source_the_build_needs(tmp_path):
     """`python -m build --sdist` (scikit-build-core): every file under src/, include/, cmake/
     and python/ is in the archive, folders named build inside them too (an unanchored
-    exclude once dropped src/core/build, and an sdist could not build)."""
+    exclude once dropped src/core/build, now src/core/toolchain, and an sdist could not build)."""
     pytest.importorskip("scikit_build_core")
     r = subprocess.run([sys.executable, "-c", "import sys; from scikit_build_core.build import "
                         "build_sdist; print(build_sdist(sys.argv[1]))", str(tmp_path)],
