@@ -393,7 +393,8 @@ static int arg_readonly(call_state *st, int32_t i) {
   /* Every conversion that leaves the tensor in slot->view writes slot->api (a table's, or
    * NULL); `managed` is stale there (a view's slot is not cleaned). An owned export's
    * tensor is its own, except when compact strides were added: asked again then. */
-  if (a->readonly || a->kind != DLX_ARG_TENSOR || !api || a->value.tensor != &slot->view)
+  if (a->readonly || a->kind != DLX_ARG_TENSOR || !api || a->value.tensor != &slot->view ||
+      dlx_torch_views_writable(api))
     return a->readonly;
   PyObject *et, *ev, *tb; /* an error the kernel recorded before asking stays its own */
   PyErr_Fetch(&et, &ev, &tb);
@@ -1347,11 +1348,17 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     int rc;
     /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
      * READ_ONLY travels with the owned export only), so the owned export is asked and a
-     * read-only tensor is refused by the check. Everything else (numpy, __dlpack__,
+     * read-only tensor is refused by the check; a table known never to export a read-only
+     * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
      * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
     if (__builtin_expect(q->mut, 0) && tp != npv.type) {
       const dlx_type_info *info = dlx_type_info_hit(tp);
       if (!info) info = mut_type_miss(tp);
+      if (info && info->view && info->views_writable) {
+        npv.type = NULL;
+        rc = dlx_convert_view(info, obj, a, slot);
+        goto converted;
+      }
       if (info && info->view) {
         npv.type = NULL; /* the table's code runs */
         int flags = info->call_flags; /* `info` may be refilled by the export */

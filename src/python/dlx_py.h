@@ -60,6 +60,9 @@ typedef struct dlx_type_info {
   /* DLX_CONVERT_TORCH when the table is a torch table's checked copy (torch_parity.c):
    * a conversion through it says so to the call, which then asks the parity hooks. */
   int call_flags;
+  /* The table never exports a read-only tensor (dlx_torch_views_writable): a `mut`
+   * parameter takes the view export, not the owned one that would carry the flag. */
+  int views_writable;
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
 #if DLX_FREE_THREADED
   struct dlx_type_info *retired_next; /* the retired list's link (in the line's padding) */
@@ -177,6 +180,10 @@ int dlx_torch_parity_init(PyObject *module);
 const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api);
 /* 1 when `api` is one of those checked copies. */
 int dlx_torch_is_checked(const DLPackExchangeAPI *api);
+/* 1 when `api` never exports a read-only tensor: the addon's checked copy (its exports
+ * set no flags; torch has no read-only tensors, and an inference tensor outside inference
+ * mode is refused as not writable before a kernel runs). */
+int dlx_torch_views_writable(const DLPackExchangeAPI *api);
 /* The addon's table and its parity hooks (addon.c, when it loads the addon). */
 void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity *hooks);
 /* dlx._core.OperatorPath: a torch call that only the operator's path keeps exact (a tensor

@@ -318,6 +318,7 @@ static int discover(PyTypeObject *tp, dlx_type_info *info) {
 table:
   info->api = dlx_torch_checked_table(info->api);
   info->call_flags = dlx_torch_is_checked(info->api) ? DLX_CONVERT_TORCH : 0;
+  info->views_writable = dlx_torch_views_writable(info->api);
   info->source = DLX_SRC_TABLE;
   info->owner = attr;
   return 0;

@@ -243,6 +243,15 @@ int dlx_torch_is_checked(const DLPackExchangeAPI *api) {
   return dlx_torch_hooks_of(api) != NULL;
 }
 
+int dlx_torch_views_writable(const DLPackExchangeAPI *api) {
+  const dlx_torch_parity *hooks = dlx_torch_hooks_of(api);
+  if (!hooks) return 0;
+  DLX_LOCK(&parity_lock);
+  int yes = hooks == addon.hooks;
+  DLX_UNLOCK(&parity_lock);
+  return yes;
+}
+
 const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api) {
   const dlx_torch_parity *hooks = NULL;
   DLX_LOCK(&parity_lock);

@@ -899,6 +899,9 @@ class OpKernel final : public c10::OperatorKernel {
       dlx_arg &a = args[i];
       a.readonly = 0;
       if (v.isTensor()) {
+        // torch hands None for a required Tensor as an undefined tensor: say so, named
+        TORCH_CHECK_TYPE(v.toTensor().defined(), kernel_->name, "(): '",
+                         op.schema().arguments()[i].name(), "' must be a tensor, got None");
         const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
         if (alias != nullptr && alias->isWrite()) CheckWritable(v.toTensor(), op, i);
         Describe(v.toTensor(), &views[i]);

@@ -182,6 +182,10 @@ for name, t in (("leaf", torch.nn.Parameter(torch.ones(3))), ("overlap", torch.o
         ops.scale(t); out["op_" + name] = None
     except RuntimeError as e:
         out["op_" + name] = str(e)
+try:
+    ops.add3(None, torch.ones(3), torch.ones(3)); out["op_none"] = None
+except TypeError as e:
+    out["op_none"] = str(e)
 with torch.inference_mode():
     t = torch.ones(3)
 try:
@@ -258,6 +262,7 @@ def test_the_operator_refuses_what_torch_refuses(operator_run):
     assert "leaf Variable that requires grad" in operator_run["op_leaf"]
     assert "'x' has elements that share memory" in operator_run["op_overlap"]
     assert "'x' is an inference tensor" in operator_run["op_inference"]
+    assert operator_run["op_none"].startswith("add3(): 'x' must be a tensor, got None")
 
 
 def test_modes_and_the_profiler_see_the_registered_kernel(operator_run):

@@ -343,7 +343,9 @@ def test_every_tensor_is_described_as_torch_sees_it(table, kernels):
         torch.zeros(2, 2, dtype=torch.bool).t(),
         torch.tensor(2.5),                                # 0-d
         torch.arange(5.0)[5:],                            # empty, storage offset 5
-        torch.nn.Parameter(torch.ones(2, 3)),             # a subclass, plain TensorImpl
+        # a subclass, plain TensorImpl (not requiring grad: one that does takes the
+        # operator's path under grad mode, test_torch_parity)
+        torch.nn.Parameter(torch.ones(2, 3), requires_grad=False),
         torch.ones(4).as_subclass(Sub),                   # a Python subclass
         torch.ones(3, dtype=torch.complex64),
         base.t(),
