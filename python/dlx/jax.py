@@ -175,6 +175,8 @@ def staged_call(kernel, args, kwargs):
     for i, (pname, kind, _opt, _d, _dts, _dims, flags) in enumerate(plan):
         v = bound[i]
         if v is None:
+            if kind != "tensor":  # the eager call's TypeError where None is not declared
+                kernel._scalar(i, v)
             none |= 1 << i
             continue
         if kind == "tensor":
