@@ -2,7 +2,9 @@
 cannot convert an argument, it asks `dispatch` before raising. Framework glue (dlx.jax,
 dlx.torch) registers a predicate recognising its tracers and a handler that stages the call.
 
-Only the failure path comes here: an ordinary call never imports this module."""
+Only the failure path comes here, and calls of kernels declared `; effects`, which ask
+`effects` whether a framework traces (a staged call then, even without traced arguments):
+an ordinary call of a pure kernel never imports this module."""
 
 import importlib
 import sys
