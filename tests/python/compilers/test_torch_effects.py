@@ -25,6 +25,16 @@ def ek():
     return lib
 
 
+@pytest.fixture(autouse=True)
+def no_compile_caches():
+    # torch's on-disk caches (AOTAutograd's, inductor's FX graph cache; the machine's, shared
+    # by every run) key a graph without the effect registry: a graph compiled while the
+    # operator was pure would be reused with the call removed (torch.md says so)
+    with torch._functorch.config.patch(enable_autograd_cache=False), \
+            torch._inductor.config.patch(fx_graph_cache=False):
+        yield
+
+
 def test_operator_is_registered_effectful(ek):
     from torch._higher_order_ops.effects import _get_effect
     from torch._library.effects import EffectType
