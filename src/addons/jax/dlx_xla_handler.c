@@ -365,12 +365,12 @@ static int mut_not_aliased(const entry *e, const dlx_arg *args, int32_t nparams,
     const DLTensor *in = &mut_ins[j], *out = &mut_outs[j];
     int same = in->ndim == out->ndim && in->dtype.code == out->dtype.code &&
                in->dtype.bits == out->dtype.bits;
-    int64_t n = 1;
+    int empty = 0;
     for (int32_t d = 0; same && d < in->ndim; ++d) {
       same = in->shape[d] == out->shape[d];
-      n *= in->shape[d];
+      empty |= in->shape[d] == 0;
     }
-    if (same && (n == 0 || in->data == out->data)) continue;
+    if (same && (empty || in->data == out->data)) continue;
     snprintf(msg, len, "%s(): '%s' is mut: output %lld must be input %lld's buffer (ffi_call's "
              "input_output_aliases={%lld: %lld}), not %s", e->name,
              api->param_name(e->h.plan, i), (long long)(nres + j),
