@@ -49,20 +49,28 @@ import os, threading
 import numpy as np
 import jax
 import dlx
-lib = dlx.load(os.path.join(os.environ["DLX_BUILD_DIR"], "kernels", "compile_kernels.so"))
+build = os.environ["DLX_BUILD_DIR"]
+lib = dlx.load(os.path.join(build, "kernels", "compile_kernels.so"))
+ek = dlx.load(os.path.join(build, "kernels", "effect_kernels.so"))
 barrier = threading.Barrier(8)
 errors = []
 
-def first_call():
+def first_call(i):
+    # even threads: a traced argument (dlx._trace.dispatch); odd: an effectful kernel without
+    # one (dlx._trace.effects), staged only if the handler is registered in time
     f = jax.jit(lambda a: lib.scale(a, 2.0))
+    g = jax.jit(lambda: ek.counter(40 + i))
     x = np.ones(4, np.float32)
     barrier.wait()  # all eight make their first staged call at once
     try:
-        assert np.asarray(f(x)).tolist() == [2.0] * 4
+        if i % 2 == 0:
+            assert np.asarray(f(x)).tolist() == [2.0] * 4
+        else:
+            assert [int(g()) for _ in range(2)] == [0, 1], "counter folded into a constant"
     except BaseException as e:
         errors.append(f"{type(e).__name__}: {e}"[:300])
 
-threads = [threading.Thread(target=first_call) for _ in range(8)]
+threads = [threading.Thread(target=first_call, args=(i,)) for i in range(8)]
 for t in threads:
     t.start()
 for t in threads:
