@@ -22,7 +22,11 @@ _active = []  # [(active() -> bool, handler)]: frameworks that stage effectful k
 
 
 def _import_glue():
-    if not _glue:  # every framework's glue imported: no lock on later calls
+    # no lock unless some framework's glue is due (effectful kernels come here every call)
+    for framework in tuple(_glue):
+        if framework in sys.modules:
+            break
+    else:
         return
     with _glue_lock:
         for framework, module in tuple(_glue.items()):

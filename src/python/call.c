@@ -1118,7 +1118,11 @@ static __attribute__((noinline, cold)) PyObject *effects_staged(const dlx_kernel
                                                                 PyObject *const *objs,
                                                                 int32_t n) {
   if (!k->self) return Py_NewRef(Py_NotImplemented);
-  PyObject *mod = PyImport_ImportModule("dlx._trace");
+  /* sys.modules' entry when there is one: a fraction of an import statement's cost */
+  PyObject *name = PyUnicode_InternFromString("dlx._trace");
+  PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+  if (!mod && name && !PyErr_Occurred()) mod = PyImport_Import(name);
+  Py_XDECREF(name);
   PyObject *args = mod ? PyTuple_New(n) : NULL;
   PyObject *r = NULL;
   if (args) {
