@@ -123,29 +123,30 @@ def _fresh(name):
     return fresh
 
 
-def _static(kernel, pname, kind, value):
-    """A scalar parameter's attribute value."""
-    def traced():
-        return TypeError(f"{kernel.__name__}(): '{pname}' is a traced value; {kind} parameters "
-                         "must be static (a Python value, e.g. through static_argnums)")
-
+def _static(kernel, i, pname, kind, value):
+    """A scalar parameter's attribute value, checked and converted by the eager call's own
+    code (kernel._scalar: the same TypeError, OverflowError or ValueError, worded alike)."""
     if _is_tracer(value) or (isinstance(value, (tuple, list)) and any(map(_is_tracer, value))):
-        raise traced()
-    try:
-        if kind in ("int", "bool"):
-            return np.int64(int(value))
-        if kind == "float":
-            return np.float64(float(value))
-        if kind == "str":
-            if not isinstance(value, str):
-                raise TypeError
-            return value
-        if kind == "ints":
-            return np.asarray([int(v) for v in value], dtype=np.int64)
-        return np.asarray([float(v) for v in value], dtype=np.float64)  # floats
-    except (TypeError, ValueError, jax.errors.ConcretizationTypeError) as e:
-        raise TypeError(f"{kernel.__name__}(): '{pname}' must be {kind}, got "
-                        f"{type(value).__name__}") from e
+        raise TypeError(f"{kernel.__name__}(): '{pname}' is a traced value; {kind} parameters "
+                        "must be static (a Python value, e.g. through static_argnums)")
+    v = kernel._scalar(i, value)
+    if kind in ("int", "bool"):
+        return np.int64(v)
+    if kind == "float":
+        return np.float64(v)
+    if kind == "str":
+        return v
+    return np.asarray(v, dtype=np.int64 if kind == "ints" else np.float64)
+
+
+def _tensor_dtype(kernel, i, x):
+    """A tensor argument's dtype is one dlx can stage, else the eager call's TypeError for a
+    dtype DLPack cannot express (int4, float8_*), kernel and parameter named."""
+    dt = np.dtype(x.dtype)
+    if dt not in _NP_TO_DLX:
+        raise TypeError(f"{kernel.__name__}(): '{kernel._plan[i][0]}' must be "
+                        f"{kernel._params[i][2]}: dtype {dt} has no DLPack equivalent dlx "
+                        "handles")
 
 
 def _batched_whole(kernel, plan, bound):
@@ -174,14 +175,17 @@ def staged_call(kernel, args, kwargs):
     for i, (pname, kind, _opt, _d, _dts, _dims, flags) in enumerate(plan):
         v = bound[i]
         if v is None:
+            if kind != "tensor":  # the eager call's TypeError where None is not declared
+                kernel._scalar(i, v)
             none |= 1 << i
             continue
         if kind == "tensor":
             x = v if _is_tracer(v) else jax.numpy.asarray(v)
+            _tensor_dtype(kernel, i, x)
             bound[i] = x
             (muts if "mut" in flags else ins).append(x)
         else:
-            attrs["p_" + pname] = _static(kernel, pname, kind, v)
+            attrs["p_" + pname] = _static(kernel, i, pname, kind, v)
     results = _infer.results(kernel, bound, shape=lambda x: x.shape, dtype=_dtype_name,
                              fresh=_fresh(name))
     out_types = [jax.ShapeDtypeStruct(tuple(s), _DLX_TO_NP[dt]) for s, dt in results]
@@ -193,7 +197,9 @@ def staged_call(kernel, args, kwargs):
     call = jax.ffi.ffi_call(
         TARGET, out_types, input_output_aliases=aliases or None,
         vmap_method="broadcast_all" if _batched_whole(kernel, plan, bound) else "sequential",
-        has_side_effect=not out_types)
+        # `; effects`: XLA keeps, runs and never merges each call (the custom call's
+        # side effect); a kernel without results is kept for what it writes
+        has_side_effect=kernel._effects or not out_types)
     kid = np.int64(_kernel_id(kernel))
 
     # A rule that only refuses: jax.grad then names the kernel and the way out.
@@ -214,4 +220,20 @@ def staged_call(kernel, args, kwargs):
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def _tracing():
+    """A JAX trace is running on this thread (jit, vmap, grad, scan...): jax's own test for
+    a clean trace state, the one its jit dispatch uses."""
+    return not _trace_state_clean()
+
+
+try:
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - a jax that moved it: find the current trace
+    from jax.extend.core import find_top_trace as _find_top_trace
+
+    def _trace_state_clean():
+        return type(_find_top_trace(())).__name__ == "EvalTrace"
+
+
 _trace.register(_is_tracer, staged_call)
+_trace.register_active(_tracing, staged_call)

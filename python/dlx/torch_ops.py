@@ -192,6 +192,7 @@ def _build(torch, lib, namespace, load_addon):
         library.define(schema, tags=(torch.Tag.pt2_compliant_tag,))
         kernels[name] = k
     keep = {"library": library}
+    _mark_effects(library, namespace, kernels)
     for name, k in kernels.items():
         qual = f"{namespace}::{name}"
         torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
@@ -212,6 +213,21 @@ def _build(torch, lib, namespace, load_addon):
         k._mark_operator()  # under a torch mode or the profiler, lib.NAME is the operator
     _claim_traced_calls(torch)
     return Registration(lib, namespace, ops, skipped, keep)
+
+
+def _mark_effects(library, namespace, kernels):
+    """Kernels declared `; effects` are effectful operators: torch.compile threads an effect
+    token through their calls (torch's with_effects), so it neither removes a call whose
+    result is unused nor merges or reorders calls. The registration lives as long as the
+    library. A torch without the registry (before 2.6) is left as it is."""
+    register = getattr(library, "_register_effectful_op", None)
+    effectful = [name for name, k in kernels.items() if k._effects]
+    if register is None or not effectful:
+        return
+    from torch._library.effects import EffectType
+
+    for name in effectful:
+        register(f"{namespace}::{name}", EffectType.ORDERED)
 
 
 def _native_impls(kernels, namespace, keep, load_addon):

@@ -443,6 +443,9 @@ int dlx_invoke_bind(const dlx_sig *s, const dlx_attr *attrs, int32_t nattrs,
 
 static int32_t plan_nparams(const dlx_sig *s) { return s ? s->nparams : 0; }
 static int32_t plan_nresults(const dlx_sig *s) { return s ? s->nresults : 0; }
+static const char *plan_param_name(const dlx_sig *s, int32_t i) {
+  return s && i >= 0 && i < s->nparams ? dlx_sig_param_name(s, i) : "?";
+}
 
 const dlx_invoke_api dlx_invoke_api_v1 = {
     .version = DLX_INVOKE_API_VERSION,
@@ -454,4 +457,5 @@ const dlx_invoke_api dlx_invoke_api_v1 = {
     .find = dlx_attr_find,
     .check = dlx_invoke_check,
     .run_checked = dlx_invoke_run_checked,
+    .param_name = plan_param_name,
 };

@@ -136,6 +136,7 @@ typedef struct dlx_invoke_api {
   const dlx_attr *(*find)(const dlx_attr *attrs, int32_t nattrs, const char *name);
   int (*check)(dlx_invoke *inv, dlx_invoke_proof *proof);               /* appended */
   int (*run_checked)(dlx_invoke *inv, const dlx_invoke_proof *proof);   /* appended */
+  const char *(*param_name)(const dlx_sig *plan, int32_t i);            /* appended */
 } dlx_invoke_api;
 
 extern const dlx_invoke_api dlx_invoke_api_v1;

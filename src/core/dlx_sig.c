@@ -510,13 +510,14 @@ static int parse_options(builder *b) {
   for (;;) {
     skip_ws(b);
     size_t n = name_len(b->p);
-    if (n && word_is(b->p, n, "nogil")) {
-      if (b->options & DLX_SIG_NOGIL) return fault_at(b, b->p, "option 'nogil' given twice");
-      b->options |= DLX_SIG_NOGIL;
-      b->p += n;
-    } else {
-      return expected(b, "an option ('nogil')");
-    }
+    uint32_t bit = 0;
+    if (n && word_is(b->p, n, "nogil")) bit = DLX_SIG_NOGIL;
+    else if (n && word_is(b->p, n, "effects")) bit = DLX_SIG_EFFECTS;
+    if (!bit) return expected(b, "an option ('nogil' or 'effects')");
+    if (b->options & bit)
+      return fault_at(b, b->p, "option '%.*s' given twice", (int)n, b->p);
+    b->options |= bit;
+    b->p += n;
     skip_ws(b);
     if (*b->p != ',') return 0;
     ++b->p;
@@ -739,8 +740,19 @@ size_t dlx_sig_format_parts(const dlx_sig *s, int parts, char *buf, size_t len) 
     }
     if (s->nresults != 1) put(&o, ")");
   }
-  if ((parts & DLX_SIG_PART_OPTIONS) && (s->options & DLX_SIG_NOGIL))
-    put(&o, parts == DLX_SIG_PART_OPTIONS ? "nogil" : "; nogil");
+  if ((parts & DLX_SIG_PART_OPTIONS) && s->options) {
+    /* in a fixed order, whatever order the declaration gave them in */
+    const char *sep = parts == DLX_SIG_PART_OPTIONS ? "" : "; ";
+    if (s->options & DLX_SIG_NOGIL) {
+      put(&o, "%s", sep);
+      put(&o, "nogil");
+      sep = ", ";
+    }
+    if (s->options & DLX_SIG_EFFECTS) {
+      put(&o, "%s", sep);
+      put(&o, "effects");
+    }
+  }
   finish(&o);
   return o.n;
 }

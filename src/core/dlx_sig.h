@@ -56,7 +56,9 @@ enum {
 };
 #define DLX_SIG_DEVICES (DLX_SIG_CPU | DLX_SIG_CUDA | DLX_SIG_ROCM | DLX_SIG_NPU | DLX_SIG_GPU)
 
-enum { DLX_SIG_NOGIL = 1 << 0 }; /* options */
+/* options: nogil releases the GIL around the kernel; effects: the kernel has effects (state,
+ * I/O, randomness), so compilers stage every call and never fold, remove or merge one */
+enum { DLX_SIG_NOGIL = 1 << 0, DLX_SIG_EFFECTS = 1 << 1 };
 
 typedef enum { DLX_DIM_FIXED = 0, DLX_DIM_SYMBOL = 1, DLX_DIM_ANY = 2, DLX_DIM_ELLIPSIS = 3 } dlx_dim_kind;
 
@@ -102,7 +104,7 @@ typedef struct dlx_sig {
   int32_t nparams, nrequired; /* parameters; those before the first default */
   int32_t nresults;           /* declared results; 0 with no "->" */
   int32_t nsymbols;
-  uint32_t options;           /* DLX_SIG_NOGIL */
+  uint32_t options;           /* DLX_SIG_NOGIL | DLX_SIG_EFFECTS */
   int32_t has_results;        /* "->" was given (nresults may still be 1) */
   const dlx_sig_param *params;
   const dlx_sig_type *results;

@@ -757,6 +757,38 @@ static int convert_other(const dlx_kernel_info *k, int32_t i, PyObject *obj, dlx
   }
 }
 
+/* Scalar parameter i of a declared kernel, checked and converted as the eager call does
+ * (convert_other, so the same errors word for word): the value a staged call carries
+ * (int, float, bool, str, a tuple of ints or floats, None), or NULL with the eager call's
+ * error. For glue that stages calls (dlx.jax's attributes); never on the call path. */
+PyObject *dlx_convert_scalar(const dlx_kernel_info *k, int32_t i, PyObject *obj) {
+  dlx_arg a;
+  dlx_slot slot;
+  if (convert_other(k, i, obj, &a, &slot)) return NULL;
+  switch (a.kind) {
+    case DLX_ARG_NONE: return Py_NewRef(Py_None);
+    case DLX_ARG_INT: return PyLong_FromLongLong(a.value.i);
+    case DLX_ARG_BOOL: return PyBool_FromLong((long)a.value.i);
+    case DLX_ARG_FLOAT: return PyFloat_FromDouble(a.value.f);
+    case DLX_ARG_STR: return PyUnicode_FromStringAndSize(a.value.seq->data, a.value.seq->len);
+    case DLX_ARG_INTS:
+    case DLX_ARG_FLOATS: {
+      PyObject *t = PyTuple_New(a.value.seq->len);
+      for (int64_t j = 0; t && j < a.value.seq->len; ++j) {
+        PyObject *v = a.kind == DLX_ARG_INTS
+                          ? PyLong_FromLongLong(((const int64_t *)a.value.seq->data)[j])
+                          : PyFloat_FromDouble(((const double *)a.value.seq->data)[j]);
+        if (!v) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, j, v);
+      }
+      dlx_release_seq(&slot);
+      return t;
+    }
+    default: /* a tensor parameter: convert_other refused it already */
+      return wrong_kind(k, i, obj), NULL;
+  }
+}
+
 /* A declared tensor parameter, converted as any argument: check it against the plan; -1
  * with an exception (the slot then holds something to release exactly when arg->kind is
  * DLX_ARG_TENSOR). */
@@ -1078,6 +1110,31 @@ static __attribute__((noinline, cold)) PyObject *traced_or_raise(const dlx_kerne
   return r;
 }
 
+/* A kernel declared `; effects` (cold: only such kernels come here). While a framework
+ * traces (jax.jit, ...), its result would become a constant of the traced program, run
+ * once: dlx._trace.effects stages the call instead, even when no argument is traced, and
+ * gives the staged result (or its error); NotImplemented when nothing traces: the call
+ * then runs now. `objs`: the arguments bound in declared order, defaults filled. */
+static __attribute__((noinline, cold)) PyObject *effects_staged(const dlx_kernel_info *k,
+                                                                PyObject *const *objs,
+                                                                int32_t n) {
+  if (!k->self) return Py_NewRef(Py_NotImplemented);
+  /* sys.modules' entry when there is one: a fraction of an import statement's cost */
+  PyObject *name = PyUnicode_InternFromString("dlx._trace");
+  PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+  if (!mod && name && !PyErr_Occurred()) mod = PyImport_Import(name);
+  Py_XDECREF(name);
+  PyObject *args = mod ? PyTuple_New(n) : NULL;
+  PyObject *r = NULL;
+  if (args) {
+    for (int32_t i = 0; i < n; ++i) PyTuple_SET_ITEM(args, i, Py_NewRef(objs[i]));
+    r = PyObject_CallMethod(mod, "effects", "OO", k->self, args);
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(args);
+  return r;
+}
+
 /* A tensor on a device: the call's device is the first one's; another device is refused.
  * -1 with the error (arguments up to `i` are converted). Cold next to CPU tensors. */
 static __attribute__((noinline)) int on_device(call_state *st, int32_t i, int32_t *device_arg) {
@@ -1311,6 +1368,12 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
   if (kwnames || nargs != np) { /* else: all given by position, nothing to bind */
     if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
     objs = bound;
+  }
+  /* One bit test on pure kernels: effectful ones ask whether a trace must stage them. */
+  if (__builtin_expect(sig->options & DLX_SIG_EFFECTS, 0)) {
+    PyObject *r = effects_staged(k, objs, np);
+    if (r != Py_NotImplemented) return r; /* the staged call's result, or NULL */
+    Py_DECREF(r);
   }
   call_state st;
   state_init(&st, k, np, sig->nresults, objs);

@@ -345,6 +345,8 @@ typedef struct dlx_kernel_info {
 
 PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
+/* Scalar parameter i converted and checked as a call does it (staged calls' attributes). */
+PyObject *dlx_convert_scalar(const dlx_kernel_info *k, int32_t i, PyObject *obj);
 
 /* ---- addon.c: backend selection, addon build and load (bindings of src/core) ---- */
 int dlx_addon_init(PyObject *module);

@@ -349,6 +349,13 @@ static PyObject *kernel_get_nogil(PyObject *self, void *closure) {
   return PyBool_FromLong(k->plan && (k->plan->options & DLX_SIG_NOGIL));
 }
 
+/* Declared `; effects`: compilers stage every call (dlx.jax, dlx.torch_ops). */
+static PyObject *kernel_get_effects(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  return PyBool_FromLong(k->plan && (k->plan->options & DLX_SIG_EFFECTS));
+}
+
 /* pickle.dumps(kernel): its library (by path, dlx/_pickle.py) and its name. */
 static PyObject *kernel_reduce(PyObject *self, PyObject *unused) {
   (void)unused;
@@ -407,6 +414,20 @@ static PyObject *kernel_call_direct(PyObject *self, PyObject *const *args, Py_ss
   return r;
 }
 
+/* kernel._scalar(i, value): scalar parameter i's value as the eager call converts it, or
+ * the eager call's error (dlx.jax stages attributes with it). */
+static PyObject *kernel_scalar(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  KernelObject *k = (KernelObject *)self;
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "_scalar(i, value): 2 arguments");
+  long i = PyLong_AsLong(args[0]);
+  if (i == -1 && PyErr_Occurred()) return NULL;
+  if (!k->plan || i < 0 || i >= k->plan->nparams ||
+      k->plan->params[i].type.kind == DLX_SIG_TENSOR)
+    return PyErr_Format(PyExc_ValueError, "%s(): parameter %ld is no declared scalar",
+                        k->info.name, i);
+  return dlx_convert_scalar(&k->info, (int32_t)i, args[1]);
+}
+
 static PyMethodDef kernel_methods[] = {
     {"__reduce__", kernel_reduce, METH_NOARGS, NULL},
     {"_mark_operator", kernel_mark_operator, METH_NOARGS, NULL},
@@ -414,6 +435,8 @@ static PyMethodDef kernel_methods[] = {
      METH_FASTCALL | METH_KEYWORDS, NULL},
     {"_handle", kernel_handle, METH_NOARGS,
      "capsule 'dlx.kernel_handle' of the kernel's (fn, plan, name), keeping the kernel alive"},
+    {"_scalar", (PyCFunction)(void (*)(void))kernel_scalar, METH_FASTCALL,
+     "_scalar(i, value): scalar parameter i converted as a call converts it"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef kernel_getset[] = {
@@ -425,6 +448,7 @@ static PyGetSetDef kernel_getset[] = {
     {"_params", kernel_get_params, NULL, NULL, NULL},
     {"_results", kernel_get_results, NULL, NULL, NULL},
     {"_nogil", kernel_get_nogil, NULL, NULL, NULL},
+    {"_effects", kernel_get_effects, NULL, NULL, NULL},
     {"_plan", kernel_get_plan, NULL, NULL, NULL},
     {"_derived", kernel_get_derived, NULL, NULL, NULL},
     {"_schema", kernel_get_schema, NULL, NULL, NULL},
@@ -550,11 +574,13 @@ static int bind_signature(KernelObject *k, const char *text, PyObject *path) {
   char params[DLX_SIG_MAX_LEN * 2], results[DLX_SIG_MAX_LEN];
   dlx_sig_format_parts(s, DLX_SIG_PART_PARAMS, params, sizeof params);
   dlx_sig_format_parts(s, DLX_SIG_PART_RESULTS, results, sizeof results);
-  k->doc = PyUnicode_FromFormat("%s(%s)%s%s\n\nA dlx kernel; declared signature: %s%s", name,
-                                params, s->has_results ? " -> " : "", results, text,
-                                (s->options & DLX_SIG_NOGIL)
-                                    ? "\nRuns without the GIL (nogil)."
-                                    : "");
+  k->doc = PyUnicode_FromFormat(
+      "%s(%s)%s%s\n\nA dlx kernel; declared signature: %s%s%s", name, params,
+      s->has_results ? " -> " : "", results, text,
+      (s->options & DLX_SIG_NOGIL) ? "\nRuns without the GIL (nogil)." : "",
+      (s->options & DLX_SIG_EFFECTS)
+          ? "\nHas effects: compilers run every call (never folded, removed or merged)."
+          : "");
   k->info.sig = s;
   return k->doc ? 0 : -1;
 }

@@ -143,6 +143,15 @@ static void test_results_and_options(void **state) {
   canon("->(int,float?)", "-> (int, float?)");
   canon("; nogil", "; nogil");
   canon("x: int -> int ; nogil", "x: int -> int; nogil");
+  s = ok("n: int -> i64[]; effects");
+  assert_int_equal(s->options, DLX_SIG_EFFECTS);
+  dlx_sig_free(s);
+  s = ok("; effects , nogil");
+  assert_int_equal(s->options, DLX_SIG_NOGIL | DLX_SIG_EFFECTS);
+  dlx_sig_free(s);
+  canon("; effects", "; effects");
+  canon("-> int;effects,nogil", "-> int; nogil, effects"); /* one order, whatever was given */
+  canon("x: int; nogil, effects", "x: int; nogil, effects");
   canon("x: f32[m,\n n] mut?=None", "x: f32[m, n] mut? = None");
   canon("x: tensor? = None -> ()", "x: tensor? = None -> ()");
 }
@@ -183,6 +192,11 @@ static void test_malformed(void **state) {
   bad("x: int -> (int", 15, "',' or ')'");
   bad("x: int; fast", 9, "expected an option");
   bad("x: int; nogil, nogil", 16, "given twice");
+  bad("x: int; effects, nogil, effects", 25, "option 'effects' given twice");
+  bad("x: int; effect", 9, "expected an option ('nogil' or 'effects')");
+  bad("x: int; effectss", 9, "expected an option");
+  bad("x: int; effects,", 17, "expected an option");
+  bad("x: int; effects nogil", 17, "the end");
   bad("x: int -> int junk", 15, "the end");
   bad("x: int,", 8, "parameter name");
   bad("x: int?? ", 8, "got '?");

@@ -349,6 +349,38 @@ static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, cons
   return 0;
 }
 
+/* The output bound to a `mut` parameter must be its input's buffer (ffi_call's
+ * input_output_aliases): the kernel reads and writes it in place. Another buffer would hold
+ * nothing the kernel can read and come back uninitialised where it writes nothing: -1 with
+ * the message naming the kernel and the parameter. A zero-size buffer has no data to
+ * share (its address means nothing); its type and shape are still compared. Checked on
+ * the full path: a call site's buffer assignment is fixed once compiled. */
+static int mut_not_aliased(const entry *e, const dlx_arg *args, int32_t nparams, const DLTensor *t,
+                           int64_t nargs, int32_t nres, int32_t nmut, char *msg, size_t len) {
+  const DLTensor *mut_outs = t + nargs + nres, *mut_ins = t + nargs - nmut;
+  for (int32_t i = 0; i < nparams; ++i) {
+    if (args[i].kind != DLX_ARG_TENSOR) continue;
+    ptrdiff_t j = args[i].value.tensor - mut_outs;
+    if (j < 0 || j >= nmut) continue;
+    const DLTensor *in = &mut_ins[j], *out = &mut_outs[j];
+    int same = in->ndim == out->ndim && in->dtype.code == out->dtype.code &&
+               in->dtype.bits == out->dtype.bits;
+    int empty = 0;
+    for (int32_t d = 0; same && d < in->ndim; ++d) {
+      same = in->shape[d] == out->shape[d];
+      empty |= in->shape[d] == 0;
+    }
+    if (same && (empty || in->data == out->data)) continue;
+    snprintf(msg, len, "%s(): '%s' is mut: output %lld must be input %lld's buffer (ffi_call's "
+             "input_output_aliases={%lld: %lld}), not %s", e->name,
+             api->param_name(e->h.plan, i), (long long)(nres + j),
+             (long long)(nargs - nmut + j), (long long)(nargs - nmut + j),
+             (long long)(nres + j), same ? "another buffer" : "one of another type or shape");
+    return -1;
+  }
+  return 0;
+}
+
 static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   if (cf->extension_start && cf->extension_start->type == XLA_FFI_Extension_Metadata)
     return metadata(cf);
@@ -403,8 +435,24 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   XLA_FFI_Error *ret = NULL;
   if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR || (size_t)nm->len != registry[k].len ||
       memcmp(nm->data, registry[k].name, (size_t)nm->len) != 0) {
-    snprintf(msg, sizeof msg, "dlx: the call's dlx_id/dlx_name attributes name no kernel dlx "
-             "registered in this process (id %lld)", (long long)k);
+    /* named after the kernel the call names (printable ASCII of it: the text is the
+     * program's, not trusted to be UTF-8), else after the one its id is */
+    char name[129] = "dlx", ids[48] = "no int64 dlx_id";
+    if (id && id->type == DLX_ATTR_I64) snprintf(ids, sizeof ids, "dlx_id %lld", (long long)k);
+    if (nm && nm->type == DLX_ATTR_STR) {
+      size_t len = nm->len < 0 ? 0 : nm->len > 128 ? 128 : (size_t)nm->len;
+      for (size_t i = 0; i < len; ++i) {
+        char c = ((const char *)nm->data)[i];
+        name[i] = c >= 0x20 && c < 0x7f ? c : '?';
+      }
+      name[len] = 0;
+    } else if (k >= 0 && k < n) {
+      snprintf(name, sizeof name, "%s", registry[k].name);
+    }
+    snprintf(msg, sizeof msg, "%s%s the call's dlx_id/dlx_name attributes name no kernel dlx "
+             "registered in this process (%s%s; the ids are this process's: stage the call "
+             "by calling the kernel under jax.jit)", name, strcmp(name, "dlx") ? "():" : ":", ids,
+             nm && nm->type == DLX_ATTR_STR ? "" : ", no str dlx_name");
     ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
     goto out;
   }
@@ -445,6 +493,10 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   if (api->bind(e->h.plan, attrs, (int32_t)na, ins, (int32_t)(nargs - nmut), outs + nres, nmut,
                 args, store, why, sizeof why)) {
     snprintf(msg, sizeof msg, "%s(): %s", e->name, why);
+    ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    goto out;
+  }
+  if (mut_not_aliased(e, args, api->nparams(e->h.plan), t, nargs, nres, nmut, msg, sizeof msg)) {
     ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
     goto out;
   }

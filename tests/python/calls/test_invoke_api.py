@@ -38,7 +38,8 @@ class Api(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32), ("run", RUN),
                 ("bind", ctypes.c_void_p), ("nparams", ctypes.c_void_p),
                 ("nresults", ctypes.c_void_p), ("find", ctypes.c_void_p),
-                ("check", ctypes.c_void_p), ("run_checked", ctypes.c_void_p)]
+                ("check", ctypes.c_void_p), ("run_checked", ctypes.c_void_p),
+                ("param_name", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32))]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,9 @@ def test_capsules(sk):
     assert sys.getrefcount(k) == before + 1  # the capsule keeps the kernel alive
     h = Handle.from_address(capsule_address(cap, b"dlx.kernel_handle"))
     assert h.name == b"fma3" and h.fn and h.plan
+    # a parameter's name by index (the XLA handler's messages); out of range: "?"
+    assert [api.param_name(h.plan, i) for i in (0, 1, 2, 3, -1)] == [b"x", b"y", b"z", b"?", b"?"]
+    assert api.param_name(None, 0) == b"?"
     del cap
     assert sys.getrefcount(k) == before
 
