@@ -19,10 +19,13 @@ Record = collections.namedtuple("Record", "source backend path identity")
 Record.__doc__ = """What install() put in force: source is 'native', 'native+stream' or 'addon';
 path and identity describe the addon library (None otherwise)."""
 
-ADDON_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon",
-                            "dlx_torch_addon.cc")
-# The header it includes from beside it: its bytes count in the identity as the source's.
-ADDON_HEADER = os.path.join(os.path.dirname(ADDON_SOURCE), "dlx_invoke.h")
+ADDON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon")
+ADDON_SOURCE = os.path.join(ADDON_DIR, "dlx_torch_addon.cc")   # the exchange table
+ADDON_OPS_SOURCE = os.path.join(ADDON_DIR, "dlx_torch_ops.cc")  # dlx.torch.register's operators
+# The headers they include from beside them: their bytes count in the identity as the
+# sources' do (dlx_torch_addon.h: what the two share; dlx_invoke.h: dlx's invoke api).
+ADDON_SHARED_HEADER = os.path.join(ADDON_DIR, "dlx_torch_addon.h")
+ADDON_HEADER = os.path.join(ADDON_DIR, "dlx_invoke.h")
 
 _lock = threading.RLock()
 
@@ -139,7 +142,7 @@ def identity(spec, torch=None):
     """(identity, file name) of the addon `spec` builds for this interpreter and torch."""
     torch = torch or _torch()
     source = b""
-    for path in (ADDON_SOURCE, ADDON_HEADER):
+    for path in (ADDON_SOURCE, ADDON_OPS_SOURCE, ADDON_SHARED_HEADER, ADDON_HEADER):
         with open(path, "rb") as f:
             source += f.read()
     return _core.addon_identity(torch.__version__, bool(torch._C._GLIBCXX_USE_CXX11_ABI),
@@ -171,9 +174,9 @@ def ensure_addon(backend, output_dir=None, torch=None):
     except ImportError:  # untrusted, truncated, corrupt or foreign: rebuild that very file
         bad_inode = _core.file_inode(path)
     defines = spec.defines + [f'DLX_ADDON_IDENTITY="{ident}"']
-    _core.build_addon(path, spec.cxx, ADDON_SOURCE, tuple(spec.includes), tuple(defines),
-                      tuple(spec.lib_dirs), tuple(spec.libs), spec.cxxflags, spec.ldflags,
-                      bad_inode)
+    _core.build_addon(path, spec.cxx, (ADDON_SOURCE, ADDON_OPS_SOURCE), tuple(spec.includes),
+                      tuple(defines), tuple(spec.lib_dirs), tuple(spec.libs), spec.cxxflags,
+                      spec.ldflags, bad_inode)
     return path, ident, _core.load_addon(path, ident)
 
 

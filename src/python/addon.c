@@ -183,18 +183,29 @@ static PyObject *missing_header(PyObject *self, PyObject *arg) {
   return Py_BuildValue("(sz)", header, pkg);
 }
 
-/* build_addon(final, cxx, source, includes, defines, lib_dirs, libs, cxxflags, ldflags,
- *             known_bad_ino) -> True when this call compiled it */
+/* build_addon(final, cxx, sources, includes, defines, lib_dirs, libs, cxxflags, ldflags,
+ *             known_bad_ino) -> True when this call compiled it; sources: a tuple of
+ * str, compiled into one library */
 static PyObject *build_addon(PyObject *self, PyObject *args) {
   (void)self;
   const char *final;
-  PyObject *inc, *def, *ldir, *lib;
+  PyObject *src, *inc, *def, *ldir, *lib;
   dlx_compile_spec s = {0};
   unsigned long long bad_ino = 0;
-  if (!PyArg_ParseTuple(args, "sssO!O!O!O!zzK", &final, &s.cxx, &s.source, &PyTuple_Type, &inc,
-                        &PyTuple_Type, &def, &PyTuple_Type, &ldir, &PyTuple_Type, &lib,
-                        &s.extra_cxxflags, &s.extra_ldflags, &bad_ino))
+  if (!PyArg_ParseTuple(args, "ssO!O!O!O!O!zzK", &final, &s.cxx, &PyTuple_Type, &src,
+                        &PyTuple_Type, &inc, &PyTuple_Type, &def, &PyTuple_Type, &ldir,
+                        &PyTuple_Type, &lib, &s.extra_cxxflags, &s.extra_ldflags, &bad_ino))
     return NULL;
+  size_t nsrc = 0;
+  const char **e = str_array(src, &nsrc);
+  if (!e || nsrc == 0) {
+    if (e) PyErr_SetString(PyExc_ValueError, "build_addon: no source file");
+    PyMem_Free(e);
+    return NULL;
+  }
+  s.source = e[0];
+  s.more_sources = e + 1;
+  s.n_more_sources = nsrc - 1;
   const char **a = str_array(inc, &s.n_include_dirs), **b = str_array(def, &s.n_defines),
              **c = str_array(ldir, &s.n_lib_dirs), **d = str_array(lib, &s.n_libs);
   PyObject *r = NULL;
@@ -225,6 +236,7 @@ static PyObject *build_addon(PyObject *self, PyObject *args) {
   PyMem_Free(b);
   PyMem_Free(c);
   PyMem_Free(d);
+  PyMem_Free(e);
   return r;
 }
 

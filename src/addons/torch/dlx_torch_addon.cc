@@ -4,6 +4,7 @@
 // `__dlpack_c_exchange_api__`; dlx builds this file once per installed torch
 // and installs the table it returns. Everything works on ATen directly: no
 // copies, no stream synchronisation, no Python objects held by exported tensors.
+// The same library holds the operators of dlx.torch.register (dlx_torch_ops.cc).
 //
 // Build defines:
 //   DLX_ADDON_IDENTITY    string the builder stamps in (required)
@@ -14,19 +15,10 @@
 //                         (BUILD_WITH_ASCEND, the upstream name, is accepted too)
 // Whatever a build does not answer natively goes to the runtime fallback that
 // dlx registers through dlx_addon_set_stream_fallback.
+#include "dlx_torch_addon.h"  // beside this file, as installed (dlx/addon/)
 
-// Ours first: torch 1.13 ships an old (0.x) ATen/dlpack.h under the same
-// include guard. Nothing below includes it today; if a later torch header ever
-// did, the guard makes it a no-op instead of a clash of two layouts.
-#include "dlx/dlpack.h"
-#include "dlx/dlx.h"
-#include "dlx_invoke.h"  // beside this file, as installed (dlx/addon/)
-
-#include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/csrc/autograd/python_variable.h>
-#include <torch/version.h>
 
 // Per-operator headers (torch >= 1.13) keep the cold compile short; older
 // torch only has the all-operators header.
@@ -46,218 +38,27 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#if defined(BUILD_WITH_ASCEND) && !defined(BUILD_WITH_TORCH_NPU)
-#define BUILD_WITH_TORCH_NPU 1
-#endif
 #ifdef BUILD_WITH_TORCH_NPU
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #endif
 
+#if DLX_TORCH_AT_LEAST(2, 5)  // the parity hooks' modes (operators exist from 2.5 on)
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#endif
+
 #include <atomic>
-#include <cstring>
-#include <limits>
 #include <new>
-#include <stdexcept>
-#include <string>
 #include <typeinfo>
 
 #ifndef DLX_ADDON_IDENTITY
 #error "DLX_ADDON_IDENTITY is not defined: pass -DDLX_ADDON_IDENTITY='\"<identity>\"' (python -m dlx build-addon does)"
 #endif
 
-#define DLX_ADDON_EXPORT extern "C" __attribute__((visibility("default")))
-
-#define DLX_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||      \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-
-#if DLX_TORCH_AT_LEAST(2, 5)
-#include <ATen/MemoryOverlap.h>
-#include <ATen/PythonTorchFunctionTLS.h>
-#include <ATen/record_function.h>
-#include <c10/core/impl/TorchDispatchModeTLS.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
-#include <torch/library.h>  // the operators' registration (below)
-
-#include <cstdio>
-#include <memory>
-#include <vector>
-#endif
-
 namespace {
 
-// An error on its way out of the table: `kind` names the Python exception.
-struct AddonError : std::runtime_error {
-  AddonError(const char *kind, const std::string &message)
-      : std::runtime_error(message), kind(kind) {}
-  const char *kind;
-};
-
-[[noreturn]] void Fail(const char *kind, const std::string &message) {
-  throw AddonError(kind, "dlx torch addon: " + message);
-}
-
-// ---- dtypes ---------------------------------------------------------------
-
-DLDataType ToDLDataType(c10::ScalarType type) {
-  using T = c10::ScalarType;
-  switch (type) {
-    case T::Bool: return {kDLBool, 8, 1};
-    case T::Byte: return {kDLUInt, 8, 1};
-    case T::Char: return {kDLInt, 8, 1};
-    case T::Short: return {kDLInt, 16, 1};
-    case T::Int: return {kDLInt, 32, 1};
-    case T::Long: return {kDLInt, 64, 1};
-    case T::Half: return {kDLFloat, 16, 1};
-    case T::BFloat16: return {kDLBfloat, 16, 1};
-    case T::Float: return {kDLFloat, 32, 1};
-    case T::Double: return {kDLFloat, 64, 1};
-    case T::ComplexHalf: return {kDLComplex, 32, 1};  // as torch's own to_dlpack
-    case T::ComplexFloat: return {kDLComplex, 64, 1};
-    case T::ComplexDouble: return {kDLComplex, 128, 1};
-#if DLX_TORCH_AT_LEAST(2, 3)  // wide unsigned integers arrived in torch 2.3
-    case T::UInt16: return {kDLUInt, 16, 1};
-    case T::UInt32: return {kDLUInt, 32, 1};
-    case T::UInt64: return {kDLUInt, 64, 1};
-#endif
-    // Each float8 type came with its own c10 header; its presence is the test.
-#if __has_include(<c10/util/Float8_e5m2.h>)
-    case T::Float8_e5m2: return {kDLFloat8_e5m2, 8, 1};
-#endif
-#if __has_include(<c10/util/Float8_e4m3fn.h>)
-    case T::Float8_e4m3fn: return {kDLFloat8_e4m3fn, 8, 1};
-#endif
-#if __has_include(<c10/util/Float8_e5m2fnuz.h>)
-    case T::Float8_e5m2fnuz: return {kDLFloat8_e5m2fnuz, 8, 1};
-#endif
-#if __has_include(<c10/util/Float8_e4m3fnuz.h>)
-    case T::Float8_e4m3fnuz: return {kDLFloat8_e4m3fnuz, 8, 1};
-#endif
-#if __has_include(<c10/util/Float8_e8m0fnu.h>)
-    case T::Float8_e8m0fnu: return {kDLFloat8_e8m0fnu, 8, 1};
-#endif
-    default:
-      Fail("BufferError", std::string("torch dtype ") + c10::toString(type) +
-                              " has no DLPack equivalent");
-  }
-}
-
-c10::ScalarType ToScalarType(DLDataType dtype) {
-  using T = c10::ScalarType;
-  if (dtype.lanes == 1) {
-    switch (dtype.code) {
-      case kDLBool:
-        if (dtype.bits == 8) return T::Bool;
-        break;
-      case kDLUInt:
-        if (dtype.bits == 8) return T::Byte;
-#if DLX_TORCH_AT_LEAST(2, 3)
-        if (dtype.bits == 16) return T::UInt16;
-        if (dtype.bits == 32) return T::UInt32;
-        if (dtype.bits == 64) return T::UInt64;
-#endif
-        break;
-      case kDLInt:
-        if (dtype.bits == 8) return T::Char;
-        if (dtype.bits == 16) return T::Short;
-        if (dtype.bits == 32) return T::Int;
-        if (dtype.bits == 64) return T::Long;
-        break;
-      case kDLFloat:
-        if (dtype.bits == 16) return T::Half;
-        if (dtype.bits == 32) return T::Float;
-        if (dtype.bits == 64) return T::Double;
-        break;
-      case kDLBfloat:
-        if (dtype.bits == 16) return T::BFloat16;
-        break;
-      case kDLComplex:
-        if (dtype.bits == 32) return T::ComplexHalf;
-        if (dtype.bits == 64) return T::ComplexFloat;
-        if (dtype.bits == 128) return T::ComplexDouble;
-        break;
-#if __has_include(<c10/util/Float8_e5m2.h>)
-      case kDLFloat8_e5m2:
-        if (dtype.bits == 8) return T::Float8_e5m2;
-        break;
-#endif
-#if __has_include(<c10/util/Float8_e4m3fn.h>)
-      case kDLFloat8_e4m3fn:
-        if (dtype.bits == 8) return T::Float8_e4m3fn;
-        break;
-#endif
-#if __has_include(<c10/util/Float8_e5m2fnuz.h>)
-      case kDLFloat8_e5m2fnuz:
-        if (dtype.bits == 8) return T::Float8_e5m2fnuz;
-        break;
-#endif
-#if __has_include(<c10/util/Float8_e4m3fnuz.h>)
-      case kDLFloat8_e4m3fnuz:
-        if (dtype.bits == 8) return T::Float8_e4m3fnuz;
-        break;
-#endif
-#if __has_include(<c10/util/Float8_e8m0fnu.h>)
-      case kDLFloat8_e8m0fnu:
-        if (dtype.bits == 8) return T::Float8_e8m0fnu;
-        break;
-#endif
-      default:
-        break;
-    }
-  }
-  Fail("TypeError", "DLPack dtype (code " + std::to_string(dtype.code) + ", bits " +
-                        std::to_string(dtype.bits) + ", lanes " +
-                        std::to_string(dtype.lanes) +
-                        ") has no torch " TORCH_VERSION " equivalent");
-}
-
-// ---- devices --------------------------------------------------------------
-
-DLDevice ToDLDevice(const c10::Device &device) {
-  // CPU tensors carry index -1 ("no index"); DLPack wants 0 for host memory.
-  const int32_t index = device.has_index() ? device.index() : 0;
-  switch (device.type()) {
-    case c10::DeviceType::CPU:
-      return {kDLCPU, 0};
-    case c10::DeviceType::CUDA:
-#if defined(BUILD_WITH_ROCM) || defined(USE_ROCM)  // USE_ROCM: torch's own HIP builds
-      return {kDLROCM, index};  // a ROCm torch files HIP memory under CUDA
-#else
-      return {kDLCUDA, index};
-#endif
-    case c10::DeviceType::PrivateUse1:
-      return {kDLExtDev, index};  // torch_npu (Ascend) and other out-of-tree devices
-    default:
-      Fail("BufferError", "cannot export a tensor on device '" + device.str() +
-                              "': only cpu, cuda and privateuseone map to DLPack here");
-  }
-}
-
-// c10::DeviceIndex is narrower than int32_t (int8_t in torch 1.13): refuse
-// rather than wrap around to another device.
-c10::DeviceIndex ToDeviceIndex(int32_t device_id) {
-  if (device_id < -1 || device_id > std::numeric_limits<c10::DeviceIndex>::max()) {
-    Fail("ValueError",
-         "device index " + std::to_string(device_id) + " is out of range for torch");
-  }
-  return static_cast<c10::DeviceIndex>(device_id);
-}
-
-c10::Device ToTorchDevice(DLDevice device) {
-  switch (device.device_type) {
-    case kDLCPU:
-      return c10::Device(c10::DeviceType::CPU);
-    case kDLCUDA:
-    case kDLROCM:  // a ROCm torch calls HIP devices "cuda"
-      return c10::Device(c10::DeviceType::CUDA, ToDeviceIndex(device.device_id));
-    case kDLExtDev:
-      return c10::Device(c10::DeviceType::PrivateUse1, ToDeviceIndex(device.device_id));
-    default:
-      Fail("ValueError", "DLPack device type " + std::to_string(device.device_type) +
-                             " has no torch device (supported: kDLCPU, kDLCUDA, kDLROCM, "
-                             "kDLExtDev)");
-  }
-}
+using namespace dlx_torch;
 
 // ---- export ---------------------------------------------------------------
 
@@ -570,61 +371,6 @@ at::Tensor ImportManaged(DLManagedTensorVersioned *managed) {
       .make_tensor();
 }
 
-// ---- error plumbing -------------------------------------------------------
-
-// Thrown when a Python exception is already set and must reach the caller as is.
-struct PythonErrorSet {};
-
-PyObject *PyExceptionNamed(const char *kind) {
-  if (std::strcmp(kind, "BufferError") == 0) return PyExc_BufferError;
-  if (std::strcmp(kind, "TypeError") == 0) return PyExc_TypeError;
-  if (std::strcmp(kind, "ValueError") == 0) return PyExc_ValueError;
-  if (std::strcmp(kind, "MemoryError") == 0) return PyExc_MemoryError;
-  return PyExc_RuntimeError;
-}
-
-// Runs `body`; whatever it throws becomes one report(kind, message) call, with
-// kind == NULL when a Python exception is already set. Returns 0 or -1: no
-// exception may leave the table's functions.
-template <typename Body, typename Report>
-int Guarded(Body &&body, Report &&report) noexcept {
-  try {
-    body();
-    return 0;
-  } catch (const PythonErrorSet &) {
-    report(nullptr, nullptr);
-  } catch (python_error &e) {  // torch's "a Python error is pending"
-    e.restore();
-    report(nullptr, nullptr);
-  } catch (const AddonError &e) {
-    report(e.kind, e.what());
-  } catch (const c10::OutOfMemoryError &e) {
-    report("MemoryError", e.what_without_backtrace());
-  } catch (const c10::Error &e) {
-    report("RuntimeError", e.what_without_backtrace());
-  } catch (const std::bad_alloc &) {
-    report("MemoryError", "dlx torch addon: out of memory");
-  } catch (const std::exception &e) {
-    report("RuntimeError", e.what());
-  } catch (...) {
-    report("RuntimeError", "dlx torch addon: unknown C++ exception");
-  }
-  return -1;
-}
-
-// The Python-facing functions report through the Python error indicator; the
-// GIL is held by contract.
-template <typename Body>
-int GuardedPy(Body &&body) noexcept {
-  return Guarded(body, [](const char *kind, const char *message) {
-    if (kind != nullptr) {
-      PyErr_SetString(PyExceptionNamed(kind), message);
-    } else if (!PyErr_Occurred()) {
-      PyErr_SetString(PyExc_RuntimeError, "dlx torch addon: failed without a Python error");
-    }
-  });
-}
-
 // ---- the table ------------------------------------------------------------
 
 int ManagedTensorAllocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
@@ -684,7 +430,9 @@ int ManagedTensorToPyObject(DLManagedTensorVersioned *managed, void **out_py_obj
 
 std::atomic<int (*)(DLDeviceType, int32_t, void **)> g_stream_fallback{nullptr};
 
-int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
+}  // namespace
+
+int dlx_torch::CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
   // Always asked afresh: the caller may switch streams between two calls.
   return GuardedPy([&] {
     *out = nullptr;
@@ -718,6 +466,8 @@ int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
   });
 }
 
+namespace {
+
 // ---- parity: a direct call keeps torch's rules (src/python/torch_parity.c) --------------
 //
 // dlx's call path uses the table through a checked copy whose exports are these: the
@@ -734,13 +484,20 @@ __attribute__((noinline, cold)) int GradRefused() {
   return -1;
 }
 
+// requires_grad(), short for the usual tensor: no autograd metadata at all (TensorImpl
+// keeps the pointer private; its out-of-line getter is the one call).
+inline bool RequiresGrad(const c10::TensorImpl *impl) {
+  const c10::AutogradMetaInterface *meta = impl->autograd_meta();
+  return C10_UNLIKELY(meta != nullptr) && meta->requires_grad();
+}
+
 // DLTensorFromPyObject's body, with the grad test on the TensorImpl it already holds.
 int ParityView(void *py_object, DLTensor *out) {
   bool grad = false;
   int rc = GuardedPy([&] {
     const at::Tensor &tensor = UnpackTensor(py_object);
     const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
-    grad = impl->requires_grad();
+    grad = RequiresGrad(impl);
     if (C10_LIKELY(DescribeFast(impl, out))) return;
     DescribeView(tensor, out);
   });
@@ -751,7 +508,7 @@ int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {
   bool grad = false;
   int rc = GuardedPy([&] {
     const at::Tensor &tensor = UnpackTensor(py_object);
-    grad = tensor.unsafeGetTensorImpl()->requires_grad();
+    grad = RequiresGrad(tensor.unsafeGetTensorImpl());
     *out = ExportManaged(tensor);
   });
   if (C10_LIKELY(!grad) || rc != 0 || GradRefused() == 0) return rc;
@@ -804,214 +561,6 @@ const dlx_torch_parity kParity = {
     /*bump=*/ParityBump,
 };
 
-// ---- operators: dlx.torch.register's implementation ----------------------------------
-//
-// torch.ops.<ns>.<name> for a declared kernel, on CPU, CUDA/ROCm and PrivateUse1: a boxed
-// kernel that reads the dispatcher's stack (arguments in declared order, defaults filled),
-// describes each at::Tensor as a DLTensor in place (no allocation, no Python), runs the
-// kernel through dlx_invoke on torch's current stream for the device and allocates
-// results with at::empty. The GIL is neither needed nor taken (except by a stream
-// provider dlx registered for a device this build does not know).
-//
-// dlx_invoke.h ships beside this file (dlx/addon/); dlx passes its api with version and
-// size, checked at registration.
-#if DLX_TORCH_AT_LEAST(2, 5)
-
-constexpr int kMaxArgs = DLX_INVOKE_MAX_ARGS;
-constexpr int kMaxResults = DLX_INVOKE_MAX_RESULTS;
-
-struct Results {
-  at::Tensor tensors[kMaxResults];
-  DLTensor views[kMaxResults];
-  const char *error = nullptr;  // an allocation's failure, for the message
-  std::string why;
-};
-
-void Describe(const at::Tensor &t, DLTensor *out) {
-  if (t.layout() != c10::kStrided)
-    TORCH_CHECK_TYPE(false, "only strided tensors reach a dlx kernel, not ", t.layout());
-  out->data = t.data_ptr();
-  out->device = ToDLDevice(t.device());
-  out->ndim = static_cast<int32_t>(t.dim());
-  out->dtype = ToDLDataType(t.scalar_type());
-  out->shape = const_cast<int64_t *>(t.sizes().data());
-  out->strides = const_cast<int64_t *>(t.strides().data());
-  out->byte_offset = 0;
-}
-
-int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const int64_t *shape,
-                   DLDataType dtype, DLTensor **out) {
-  auto *r = static_cast<Results *>(ctx);
-  if (index < 0 || index >= kMaxResults) return -1;
-  try {
-    r->tensors[index] = at::empty(c10::IntArrayRef(shape, ndim),
-                                  at::TensorOptions().dtype(ToScalarType(dtype)).device(ToTorchDevice(dev)));
-    Describe(r->tensors[index], &r->views[index]);
-    *out = &r->views[index];
-    return 0;
-  } catch (const std::exception &e) {
-    r->why = e.what();
-    return -1;
-  }
-}
-
-[[noreturn]] void Raise(const char *kind, const std::string &message) {
-  // The dispatcher's Python binding turns these c10 errors into these Python exceptions.
-  if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
-  if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
-  if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
-  if (std::strcmp(kind, "NotImplementedError") == 0) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
-  if (std::strcmp(kind, "MemoryError") == 0 || std::strcmp(kind, "RuntimeError") == 0)
-    TORCH_CHECK(false, message);
-  TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
-}
-
-// A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.
-void CheckWritable(const at::Tensor &t, const c10::OperatorHandle &op, size_t i) {
-  const std::string &arg = op.schema().arguments()[i].name();
-  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op.schema().name(), ": '",
-              arg, "' is an inference tensor, which torch does not let an in-place operation "
-              "update outside inference mode (make a clone, or call inside "
-              "torch.inference_mode())");
-  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op.schema().name(), ": '",
-              arg, "' has elements that share memory (an expanded or stride-0 tensor): an "
-              "in-place write would write them more than once; pass a .clone()");
-}
-
-class OpKernel final : public c10::OperatorKernel {
- public:
-  OpKernel(const dlx_kernel_handle *kernel, const dlx_invoke_api *api, int32_t nresults)
-      : kernel_(kernel), api_(api), nresults_(nresults) {}
-
-  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet, torch::jit::Stack *stack) {
-    const size_t nargs = op.schema().arguments().size();
-    TORCH_CHECK(nargs <= static_cast<size_t>(kMaxArgs), kernel_->name, "(): too many arguments");
-    dlx_arg args[kMaxArgs];
-    dlx_arg_seq seqs[kMaxArgs];
-    std::vector<std::vector<int64_t>> int_lists;
-    std::vector<std::vector<double>> float_lists;
-    DLTensor views[kMaxArgs];
-    auto values = torch::jit::last(*stack, nargs);
-    DLDevice device{kDLCPU, 0};
-    bool have_device = false;
-    for (size_t i = 0; i < nargs; ++i) {
-      const c10::IValue &v = values[i];
-      dlx_arg &a = args[i];
-      a.readonly = 0;
-      if (v.isTensor()) {
-        // torch hands None for a required Tensor as an undefined tensor: say so, named
-        TORCH_CHECK_TYPE(v.toTensor().defined(), kernel_->name, "(): '",
-                         op.schema().arguments()[i].name(), "' must be a tensor, got None");
-        const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
-        if (alias != nullptr && alias->isWrite()) CheckWritable(v.toTensor(), op, i);
-        Describe(v.toTensor(), &views[i]);
-        a.kind = DLX_ARG_TENSOR;
-        a.value.tensor = &views[i];
-        if (!have_device && views[i].device.device_type != kDLCPU) {
-          device = views[i].device;
-          have_device = true;
-        }
-      } else if (v.isNone()) {
-        a.kind = DLX_ARG_NONE;
-      } else if (v.isBool()) {
-        a.kind = DLX_ARG_BOOL;
-        a.value.i = v.toBool();
-      } else if (v.isInt()) {
-        a.kind = DLX_ARG_INT;
-        a.value.i = v.toInt();
-      } else if (v.isSymInt()) {
-        a.kind = DLX_ARG_INT;
-        a.value.i = v.toSymInt().guard_int(__FILE__, __LINE__);
-      } else if (v.isDouble()) {
-        a.kind = DLX_ARG_FLOAT;
-        a.value.f = v.toDouble();
-      } else if (v.isString()) {
-        const auto &text = v.toStringRef();
-        seqs[i] = {text.c_str(), static_cast<int64_t>(text.size())};
-        a.kind = DLX_ARG_STR;
-        a.value.seq = &seqs[i];
-      } else if (v.isIntList() || v.isSymIntList()) {
-        int_lists.emplace_back();
-        for (const c10::IValue &e : v.toListRef())
-          int_lists.back().push_back(e.isSymInt() ? e.toSymInt().guard_int(__FILE__, __LINE__)
-                                                  : e.toInt());
-        seqs[i] = {int_lists.back().data(), static_cast<int64_t>(int_lists.back().size())};
-        a.kind = DLX_ARG_INTS;
-        a.value.seq = &seqs[i];
-      } else if (v.isDoubleList()) {
-        float_lists.emplace_back(v.toDoubleVector());
-        seqs[i] = {float_lists.back().data(), static_cast<int64_t>(float_lists.back().size())};
-        a.kind = DLX_ARG_FLOATS;
-        a.value.seq = &seqs[i];
-      } else {
-        TORCH_CHECK_TYPE(false, kernel_->name, "(): argument ", i, " is a ", v.tagKind(),
-                         ", which no dlx parameter takes");
-      }
-    }
-    // (a list vector that grew moved its elements, whose heap buffers stay put: seqs hold)
-    void *stream = nullptr;
-    if (have_device && CurrentWorkStream(static_cast<DLDeviceType>(device.device_type),
-                                         device.device_id, &stream) != 0) {
-      // only the provider fallback sets a Python error; take it (the GIL is held there)
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      PyObject *text = value ? PyObject_Str(value) : nullptr;
-      std::string message = text ? PyUnicode_AsUTF8(text) : "no current stream";
-      Py_XDECREF(text);
-      Py_XDECREF(type);
-      Py_XDECREF(value);
-      Py_XDECREF(tb);
-      TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
-    }
-    Results results;
-    dlx_invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
-    inv.out = nullptr;
-    inv.nout = 0;
-    inv.produced = 0;
-    inv.error_kind[0] = inv.error[0] = '\0';
-    inv.fn = kernel_->fn;
-    inv.plan = kernel_->plan;
-    inv.name = kernel_->name;
-    inv.args = args;
-    inv.nargs = static_cast<int32_t>(nargs);
-    inv.device = device;
-    inv.stream = stream;
-    inv.allocate = AllocateResult;
-    inv.allocate_ctx = &results;
-    if (api_->run(&inv) != 0) {
-      std::string message = inv.error;
-      if (!results.why.empty()) message += " (" + results.why + ")";
-      Raise(inv.error_kind, message);
-    }
-    if (inv.produced != nresults_)
-      TORCH_CHECK(false, kernel_->name, "(): the kernel returned ", inv.produced, " result",
-                  inv.produced == 1 ? "" : "s", "; its declaration, and so the operator, has ",
-                  nresults_);
-    // Written: each mutable argument's version counter, once, as torch's in-place ops do.
-    for (size_t i = 0; i < nargs; ++i) {
-      const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
-      if (alias == nullptr || !alias->isWrite() || !values[i].isTensor()) continue;
-      const at::Tensor &t = values[i].toTensor();
-      if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
-    }
-    torch::jit::drop(*stack, nargs);
-    for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(std::move(results.tensors[r]));
-  }
-
- private:
-  const dlx_kernel_handle *kernel_;
-  const dlx_invoke_api *api_;
-  int32_t nresults_;
-};
-
-// Registrations live as long as the process, as the operators they implement.
-std::vector<std::unique_ptr<torch::Library>> &Libraries() {
-  static auto *libraries = new std::vector<std::unique_ptr<torch::Library>>();
-  return *libraries;
-}
-
-#endif  // DLX_TORCH_AT_LEAST(2, 5)
-
 const DLPackExchangeAPI kExchangeApi = {
     /*header=*/{/*version=*/{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, /*prev_api=*/nullptr},
     /*managed_tensor_allocator=*/ManagedTensorAllocator,
@@ -1036,49 +585,4 @@ DLX_ADDON_EXPORT const char *dlx_addon_identity(void) { return DLX_ADDON_IDENTIT
 DLX_ADDON_EXPORT const dlx_torch_parity *dlx_torch_parity_hooks(PyObject *operator_path) {
   g_operator_path = operator_path;
   return &kParity;
-}
-
-// dlx.torch.register: implement torch.ops.<ns>.<name> (defined already, with its schema)
-// for the CPU, CUDA and PrivateUse1 dispatch keys with `kernel` (a dlx_kernel_handle that
-// the caller keeps alive for the process's life). 0, or -1 with the reason in `why`.
-DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, const void *kernel,
-                                           const void *invoke_api, int32_t nresults, char *why,
-                                           size_t whylen) {
-#if DLX_TORCH_AT_LEAST(2, 5)
-  const auto *api = static_cast<const dlx_invoke_api *>(invoke_api);
-  if (api == nullptr || api->version != DLX_INVOKE_API_VERSION ||
-      api->size < sizeof(dlx_invoke_api)) {
-    std::snprintf(why, whylen, "dlx's invoke api is not version %u", DLX_INVOKE_API_VERSION);
-    return -1;
-  }
-  return Guarded(
-      [&] {
-        for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA,
-                                     c10::DispatchKey::PrivateUse1}) {
-          auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__,
-                                                      __LINE__);
-          lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel>(
-                              static_cast<const dlx_kernel_handle *>(kernel), api, nresults)));
-          Libraries().push_back(std::move(lib));
-        }
-        // Autograd as for an operator without a formula: a result that requires grad gets
-        // a node whose backward raises, naming the operator (torch.library.register_autograd
-        // replaces it); a mutable leaf that requires grad is refused, as torch's in-place
-        // operators refuse it. (That fallback calls below ADInplaceOrView: OpKernel bumps
-        // the version counters itself.)
-        auto autograd = std::make_unique<torch::Library>(
-            torch::Library::IMPL, ns, c10::DispatchKey::Autograd, __FILE__, __LINE__);
-        autograd->impl(name, torch::autograd::autogradNotImplementedFallback());
-        Libraries().push_back(std::move(autograd));
-
-      },
-      [&](const char *, const char *message) {
-        std::snprintf(why, whylen, "%s", message ? message : "a Python error");
-        PyErr_Clear();
-      });
-#else
-  (void)ns, (void)name, (void)kernel, (void)invoke_api, (void)nresults;
-  std::snprintf(why, whylen, "torch operators need torch 2.5 or newer");
-  return -1;
-#endif
 }

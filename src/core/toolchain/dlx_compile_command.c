@@ -176,6 +176,13 @@ int dlx_compile_argv(const dlx_compile_spec *s, char ***argv_out, int *argc_out,
   for (size_t i = 0; i < s->n_include_dirs; ++i) bad |= dlx_words_push2(&w, "-I", s->include_dirs[i]);
   for (size_t i = 0; i < s->n_defines; ++i) bad |= dlx_words_push2(&w, "-D", s->defines[i]);
   bad |= dlx_words_push(&w, s->source, strlen(s->source));
+  for (size_t i = 0; i < s->n_more_sources; ++i) {
+    if (!s->more_sources[i] || !s->more_sources[i][0]) {
+      dlx_argv_free(w.v, w.n);
+      return dlx_set_err(err, errlen, "compile: an empty source file name");
+    }
+    bad |= dlx_words_push(&w, s->more_sources[i], strlen(s->more_sources[i]));
+  }
   bad |= dlx_words_push(&w, "-o", 2);
   bad |= dlx_words_push(&w, s->output, strlen(s->output));
   for (size_t i = 0; i < s->n_lib_dirs; ++i) {

@@ -34,6 +34,8 @@ int dlx_words_finish(dlx_words *w);
 typedef struct dlx_compile_spec {
   const char *cxx;    /* compiler command, shell-split: "g++", "ccache c++", $CXX */
   const char *source; /* the .cc */
+  const char *const *more_sources; /* further .cc files linked into the same library */
+  size_t n_more_sources;
   const char *output; /* the .so to write */
   const char *const *include_dirs;
   size_t n_include_dirs;
@@ -49,7 +51,7 @@ typedef struct dlx_compile_spec {
 } dlx_compile_spec;
 
 /* The full argv, NULL-terminated: cxx words, -std=c++17 -O2 -fPIC -shared
- * -fvisibility=hidden, -I..., -D..., source, -o output, -L... -Wl,-rpath,...,
+ * -fvisibility=hidden, -I..., -D..., source, more sources, -o output, -L... -Wl,-rpath,...,
  * -l..., extra cxxflags, extra ldflags (last, so they can override). 0, or -1
  * with err (no compiler, no source/output, a lib dir holding ',' which -Wl,
  * would split, a bad extra flag string). Free with dlx_argv_free. */

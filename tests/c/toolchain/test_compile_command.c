@@ -143,6 +143,23 @@ static void test_compile_argv(void **state) {
                 "-o", "a.so"));
   dlx_argv_free(v, n);
 
+  /* more sources follow the first, before the output */
+  const char *more[] = {"b.cc", "/my dir/c.cc"};
+  m.more_sources = more;
+  m.n_more_sources = 2;
+  assert_int_equal(dlx_compile_argv(&m, &v, &n, err, sizeof err), 0);
+  expect_argv(v, n,
+              W("c++", "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "a.cc",
+                "b.cc", "/my dir/c.cc", "-o", "a.so"));
+  dlx_argv_free(v, n);
+  const char *empty[] = {""};
+  m.more_sources = empty;
+  m.n_more_sources = 1;
+  assert_int_equal(dlx_compile_argv(&m, &v, &n, err, sizeof err), -1);
+  assert_non_null(strstr(err, "empty source"));
+  m.more_sources = NULL;
+  m.n_more_sources = 0;
+
   /* paths with spaces stay single words */
   const char *sp[] = {"/my dir/inc"};
   m.include_dirs = sp;

@@ -1,0 +1,279 @@
+// dlx torch addon, operators: dlx.torch.register's torch.ops.<ns>.<name> for a declared
+// kernel, compiled into the same library as the exchange table (dlx_torch_addon.cc).
+#include "dlx_torch_addon.h"  // beside this file, as installed (dlx/addon/)
+
+#include <cstdio>
+
+#if DLX_TORCH_AT_LEAST(2, 5)
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/library.h>
+#if __has_include(<ATen/ops/empty.h>)
+#include <ATen/ops/empty.h>
+#else
+#include <ATen/ATen.h>
+#endif
+
+#include <memory>
+#include <vector>
+#endif
+
+namespace {
+
+using namespace dlx_torch;
+
+// ---- operators: dlx.torch.register's implementation ----------------------------------
+//
+// torch.ops.<ns>.<name> for a declared kernel, on CPU, CUDA/ROCm and PrivateUse1: a boxed
+// kernel that reads the dispatcher's stack (arguments in declared order, defaults filled),
+// describes each at::Tensor as a DLTensor in place (no allocation, no Python), runs the
+// kernel through dlx_invoke on torch's current stream for the device and allocates
+// results with at::empty. The GIL is neither needed nor taken (except by a stream
+// provider dlx registered for a device this build does not know).
+//
+// dlx_invoke.h ships beside this file (dlx/addon/); dlx passes its api with version and
+// size, checked at registration.
+#if DLX_TORCH_AT_LEAST(2, 5)
+
+constexpr int kMaxArgs = DLX_INVOKE_MAX_ARGS;
+constexpr int kMaxResults = DLX_INVOKE_MAX_RESULTS;
+
+struct Results {
+  at::Tensor tensors[kMaxResults];
+  DLTensor views[kMaxResults];
+  const char *error = nullptr;  // an allocation's failure, for the message
+  std::string why;
+};
+
+void Describe(const at::Tensor &t, DLTensor *out) {
+  if (t.layout() != c10::kStrided)
+    TORCH_CHECK_TYPE(false, "only strided tensors reach a dlx kernel, not ", t.layout());
+  out->data = t.data_ptr();
+  out->device = ToDLDevice(t.device());
+  out->ndim = static_cast<int32_t>(t.dim());
+  out->dtype = ToDLDataType(t.scalar_type());
+  out->shape = const_cast<int64_t *>(t.sizes().data());
+  out->strides = const_cast<int64_t *>(t.strides().data());
+  out->byte_offset = 0;
+}
+
+int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const int64_t *shape,
+                   DLDataType dtype, DLTensor **out) {
+  auto *r = static_cast<Results *>(ctx);
+  if (index < 0 || index >= kMaxResults) return -1;
+  try {
+    r->tensors[index] = at::empty(c10::IntArrayRef(shape, ndim),
+                                  at::TensorOptions().dtype(ToScalarType(dtype)).device(ToTorchDevice(dev)));
+    Describe(r->tensors[index], &r->views[index]);
+    *out = &r->views[index];
+    return 0;
+  } catch (const std::exception &e) {
+    r->why = e.what();
+    return -1;
+  }
+}
+
+[[noreturn]] void Raise(const char *kind, const std::string &message) {
+  // The dispatcher's Python binding turns these c10 errors into these Python exceptions.
+  if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
+  if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
+  if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
+  if (std::strcmp(kind, "NotImplementedError") == 0) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  if (std::strcmp(kind, "MemoryError") == 0 || std::strcmp(kind, "RuntimeError") == 0)
+    TORCH_CHECK(false, message);
+  TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
+}
+
+// A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.
+void CheckWritable(const at::Tensor &t, const c10::OperatorHandle &op, size_t i) {
+  const std::string &arg = op.schema().arguments()[i].name();
+  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op.schema().name(), ": '",
+              arg, "' is an inference tensor, which torch does not let an in-place operation "
+              "update outside inference mode (make a clone, or call inside "
+              "torch.inference_mode())");
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op.schema().name(), ": '",
+              arg, "' has elements that share memory (an expanded or stride-0 tensor): an "
+              "in-place write would write them more than once; pass a .clone()");
+}
+
+class OpKernel final : public c10::OperatorKernel {
+ public:
+  OpKernel(const dlx_kernel_handle *kernel, const dlx_invoke_api *api, int32_t nresults)
+      : kernel_(kernel), api_(api), nresults_(nresults) {}
+
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet, torch::jit::Stack *stack) {
+    const size_t nargs = op.schema().arguments().size();
+    TORCH_CHECK(nargs <= static_cast<size_t>(kMaxArgs), kernel_->name, "(): too many arguments");
+    dlx_arg args[kMaxArgs];
+    dlx_arg_seq seqs[kMaxArgs];
+    std::vector<std::vector<int64_t>> int_lists;
+    std::vector<std::vector<double>> float_lists;
+    DLTensor views[kMaxArgs];
+    auto values = torch::jit::last(*stack, nargs);
+    DLDevice device{kDLCPU, 0};
+    bool have_device = false;
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::IValue &v = values[i];
+      dlx_arg &a = args[i];
+      a.readonly = 0;
+      if (v.isTensor()) {
+        // torch hands None for a required Tensor as an undefined tensor: say so, named
+        TORCH_CHECK_TYPE(v.toTensor().defined(), kernel_->name, "(): '",
+                         op.schema().arguments()[i].name(), "' must be a tensor, got None");
+        const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
+        if (alias != nullptr && alias->isWrite()) CheckWritable(v.toTensor(), op, i);
+        Describe(v.toTensor(), &views[i]);
+        a.kind = DLX_ARG_TENSOR;
+        a.value.tensor = &views[i];
+        if (!have_device && views[i].device.device_type != kDLCPU) {
+          device = views[i].device;
+          have_device = true;
+        }
+      } else if (v.isNone()) {
+        a.kind = DLX_ARG_NONE;
+      } else if (v.isBool()) {
+        a.kind = DLX_ARG_BOOL;
+        a.value.i = v.toBool();
+      } else if (v.isInt()) {
+        a.kind = DLX_ARG_INT;
+        a.value.i = v.toInt();
+      } else if (v.isSymInt()) {
+        a.kind = DLX_ARG_INT;
+        a.value.i = v.toSymInt().guard_int(__FILE__, __LINE__);
+      } else if (v.isDouble()) {
+        a.kind = DLX_ARG_FLOAT;
+        a.value.f = v.toDouble();
+      } else if (v.isString()) {
+        const auto &text = v.toStringRef();
+        seqs[i] = {text.c_str(), static_cast<int64_t>(text.size())};
+        a.kind = DLX_ARG_STR;
+        a.value.seq = &seqs[i];
+      } else if (v.isIntList() || v.isSymIntList()) {
+        int_lists.emplace_back();
+        for (const c10::IValue &e : v.toListRef())
+          int_lists.back().push_back(e.isSymInt() ? e.toSymInt().guard_int(__FILE__, __LINE__)
+                                                  : e.toInt());
+        seqs[i] = {int_lists.back().data(), static_cast<int64_t>(int_lists.back().size())};
+        a.kind = DLX_ARG_INTS;
+        a.value.seq = &seqs[i];
+      } else if (v.isDoubleList()) {
+        float_lists.emplace_back(v.toDoubleVector());
+        seqs[i] = {float_lists.back().data(), static_cast<int64_t>(float_lists.back().size())};
+        a.kind = DLX_ARG_FLOATS;
+        a.value.seq = &seqs[i];
+      } else {
+        TORCH_CHECK_TYPE(false, kernel_->name, "(): argument ", i, " is a ", v.tagKind(),
+                         ", which no dlx parameter takes");
+      }
+    }
+    // (a list vector that grew moved its elements, whose heap buffers stay put: seqs hold)
+    void *stream = nullptr;
+    if (have_device && CurrentWorkStream(static_cast<DLDeviceType>(device.device_type),
+                                         device.device_id, &stream) != 0) {
+      // only the provider fallback sets a Python error; take it (the GIL is held there)
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyObject *text = value ? PyObject_Str(value) : nullptr;
+      std::string message = text ? PyUnicode_AsUTF8(text) : "no current stream";
+      Py_XDECREF(text);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(tb);
+      TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
+    }
+    Results results;
+    dlx_invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
+    inv.out = nullptr;
+    inv.nout = 0;
+    inv.produced = 0;
+    inv.error_kind[0] = inv.error[0] = '\0';
+    inv.fn = kernel_->fn;
+    inv.plan = kernel_->plan;
+    inv.name = kernel_->name;
+    inv.args = args;
+    inv.nargs = static_cast<int32_t>(nargs);
+    inv.device = device;
+    inv.stream = stream;
+    inv.allocate = AllocateResult;
+    inv.allocate_ctx = &results;
+    if (api_->run(&inv) != 0) {
+      std::string message = inv.error;
+      if (!results.why.empty()) message += " (" + results.why + ")";
+      Raise(inv.error_kind, message);
+    }
+    if (inv.produced != nresults_)
+      TORCH_CHECK(false, kernel_->name, "(): the kernel returned ", inv.produced, " result",
+                  inv.produced == 1 ? "" : "s", "; its declaration, and so the operator, has ",
+                  nresults_);
+    // Written: each mutable argument's version counter, once, as torch's in-place ops do.
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
+      if (alias == nullptr || !alias->isWrite() || !values[i].isTensor()) continue;
+      const at::Tensor &t = values[i].toTensor();
+      if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+    }
+    torch::jit::drop(*stack, nargs);
+    for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(std::move(results.tensors[r]));
+  }
+
+ private:
+  const dlx_kernel_handle *kernel_;
+  const dlx_invoke_api *api_;
+  int32_t nresults_;
+};
+
+// Registrations live as long as the process, as the operators they implement.
+std::vector<std::unique_ptr<torch::Library>> &Libraries() {
+  static auto *libraries = new std::vector<std::unique_ptr<torch::Library>>();
+  return *libraries;
+}
+
+#endif  // DLX_TORCH_AT_LEAST(2, 5)
+
+}  // namespace
+
+// dlx.torch.register: implement torch.ops.<ns>.<name> (defined already, with its schema)
+// for the CPU, CUDA and PrivateUse1 dispatch keys with `kernel` (a dlx_kernel_handle that
+// the caller keeps alive for the process's life). 0, or -1 with the reason in `why`.
+DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, const void *kernel,
+                                           const void *invoke_api, int32_t nresults, char *why,
+                                           size_t whylen) {
+#if DLX_TORCH_AT_LEAST(2, 5)
+  const auto *api = static_cast<const dlx_invoke_api *>(invoke_api);
+  if (api == nullptr || api->version != DLX_INVOKE_API_VERSION ||
+      api->size < sizeof(dlx_invoke_api)) {
+    std::snprintf(why, whylen, "dlx's invoke api is not version %u", DLX_INVOKE_API_VERSION);
+    return -1;
+  }
+  return Guarded(
+      [&] {
+        for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA,
+                                     c10::DispatchKey::PrivateUse1}) {
+          auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__,
+                                                      __LINE__);
+          lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel>(
+                              static_cast<const dlx_kernel_handle *>(kernel), api, nresults)));
+          Libraries().push_back(std::move(lib));
+        }
+        // Autograd as for an operator without a formula: a result that requires grad gets
+        // a node whose backward raises, naming the operator (torch.library.register_autograd
+        // replaces it); a mutable leaf that requires grad is refused, as torch's in-place
+        // operators refuse it. (That fallback calls below ADInplaceOrView: OpKernel bumps
+        // the version counters itself.)
+        auto autograd = std::make_unique<torch::Library>(
+            torch::Library::IMPL, ns, c10::DispatchKey::Autograd, __FILE__, __LINE__);
+        autograd->impl(name, torch::autograd::autogradNotImplementedFallback());
+        Libraries().push_back(std::move(autograd));
+
+      },
+      [&](const char *, const char *message) {
+        std::snprintf(why, whylen, "%s", message ? message : "a Python error");
+        PyErr_Clear();
+      });
+#else
+  (void)ns, (void)name, (void)kernel, (void)invoke_api, (void)nresults;
+  std::snprintf(why, whylen, "torch operators need torch 2.5 or newer");
+  return -1;
+#endif
+}
