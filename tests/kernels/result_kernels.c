@@ -112,3 +112,17 @@ DLX_KERNEL(fail_with, "x: f32[n], kind: str = '', message: str = 'boom' -> f32[n
   for (int64_t i = 0; i < x->shape[0]; ++i) ((float *)out->data)[i] = in(x, i) + 1;
   return 0;
 }
+
+/* Makes its result on the CPU whatever the call's device (writes nothing: the stand-in
+ * framework's device tensors have no memory to read). `declared` says cpu. */
+DLX_KERNEL(on_cpu, "x: f32[n] -> f32[n]") {
+  DLTensor *x, *out;
+  return dlx_arg_tensor(call, 0, &x) ||
+         dlx_return_new_tensor(call, (DLDevice){kDLCPU, 0}, 1, x->shape, F32, &out);
+}
+
+DLX_KERNEL(on_cpu_declared, "x: f32[n] -> f32[n] cpu") {
+  DLTensor *x, *out;
+  return dlx_arg_tensor(call, 0, &x) ||
+         dlx_return_new_tensor(call, (DLDevice){kDLCPU, 0}, 1, x->shape, F32, &out);
+}
