@@ -332,8 +332,35 @@ static inline int same_device(DLDevice a, DLDevice b) {
   return a.device_type == b.device_type && a.device_id == b.device_id;
 }
 
+static __attribute__((noinline)) int check_result(const dlx_sig *s, int32_t r,
+                                                  const DLTensor *t, const dlx_arg *args,
+                                                  DLDevice device, dlx_sig_bindings *b,
+                                                  dlx_sig_fault *fault);
+
 int dlx_derive_check_result(const dlx_sig *s, int32_t r, const DLTensor *t, const dlx_arg *args,
                             DLDevice device, dlx_sig_bindings *b, dlx_sig_fault *fault) {
+  /* The usual result first, in a few compares: one dtype, no "...", no device flag, each
+   * dimension a fixed extent, "_" or a symbol already bound. Anything else, and any
+   * mismatch, takes the full check, which binds, decides and finds the fault. */
+  const dlx_sig_type *ty = &s->results[r];
+  if (dlx_sig_dtype_packed(t->dtype) == ty->dtype_exact && t->ndim == ty->ndims &&
+      ty->ellipsis < 0 && !(ty->flags & DLX_SIG_DEVICES) && same_device(t->device, device)) {
+    const dlx_sig_dim *dims = s->dims + ty->dim0;
+    const int64_t *shape = t->shape;
+    int32_t d = 0, nd = t->ndim;
+    for (; d < nd; ++d) {
+      const dlx_sig_dim *dm = &dims[d];
+      if (dm->kind == DLX_DIM_SYMBOL ? b->value[dm->sym] != shape[d]
+                                     : dm->kind == DLX_DIM_FIXED && dm->extent != shape[d])
+        break;
+    }
+    if (d == nd) return 0;
+  }
+  return check_result(s, r, t, args, device, b, fault);
+}
+
+static int check_result(const dlx_sig *s, int32_t r, const DLTensor *t, const dlx_arg *args,
+                        DLDevice device, dlx_sig_bindings *b, dlx_sig_fault *fault) {
   const dlx_sig_type *ty = &s->results[r];
   fault->dim = fault->sym = -1;
   if (ty->kind != DLX_SIG_TENSOR) return fault->code = DLX_FAULT_RESULT_KIND, -1;
