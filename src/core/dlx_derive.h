@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlx/dlx.h"
 #include "dlx_sig.h"
 
 /* The torch schema of kernel `name`:
@@ -69,5 +70,35 @@ typedef struct dlx_derived {
  * result without brackets, an open dtype no parameter shares, a "..." result and no "..."
  * parameter). A result's "..." takes the dims matched by the first "..." parameter. */
 int dlx_derive_results(const dlx_sig *s, dlx_derived *out, char *why, size_t whylen);
+
+/* ---- the real results' check: what the fake implementation promised, on every path ---- */
+
+/* A fault code beside dlx_sig.h's: the kernel made a tensor where the declaration gives a
+ * scalar result, or a scalar where it gives a tensor (TypeError). */
+#define DLX_FAULT_RESULT_KIND 64
+
+/* Check result `r` (0-based, < s->nresults) as the kernel asks for it: `t` describes it
+ * (data unused), made in a call whose arguments are `args` (declared order, s->nparams
+ * entries, after the arguments' check bound `b`) on `device` (the call's). The rules are
+ * dlx_derive_results' (the fake shapes): a one-dtype result has that dtype; an open one
+ * the dtype of the first required tensor parameter declared with the same set (else any
+ * of its set); a symbol a parameter bound has that extent; "..." the dims the first "..."
+ * parameter matched; a fixed extent itself; "_" anything. A symbol no present parameter
+ * bound (only in results: a data-dependent size, or only in parameters given None) binds
+ * here, on first sight, for the rest of the call's results. The device is one the result
+ * declares (cpu, cuda, ...) or else the call's. Pure; inline costs aside, a few compares
+ * per dimension. 0, or -1 with `fault` filled (DLX_FAULT_DTYPE / _RESULT_KIND: TypeError,
+ * the rest ValueError). */
+int dlx_derive_check_result(const dlx_sig *s, int32_t r, const DLTensor *t, const dlx_arg *args,
+                            DLDevice device, dlx_sig_bindings *b, dlx_sig_fault *fault);
+
+/* "result 0 must be f32[n] with n=4 (from 'x'), got f64[5]": the message of a fault of
+ * dlx_derive_check_result (same arguments; `b` as the check left it), without the kernel's
+ * name. `got_scalar` (DLX_FAULT_RESULT_KIND of a scalar result) names what the kernel
+ * returned instead of a tensor ("int", "float"), else NULL. */
+void dlx_derive_result_message(const dlx_sig *s, int32_t r, const DLTensor *t,
+                               const char *got_scalar, const dlx_arg *args, DLDevice device,
+                               const dlx_sig_bindings *b, const dlx_sig_fault *fault, char *buf,
+                               size_t len);
 
 #endif /* DLX_DERIVE_H_ */

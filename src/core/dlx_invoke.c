@@ -3,6 +3,7 @@
  * caller's stack: the call state, the size symbols' bindings, the floats made of ints.
  */
 #include "dlx_invoke.h"
+#include "dlx_derive.h"
 #include "dlx_sig.h"
 
 #include <stdarg.h>
@@ -107,6 +108,20 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
   if (i >= st->max_results)
     return fail(st, "RuntimeError", "returned more than the %d result(s) %s", (int)st->max_results,
                 inv->plan ? "its signature declares" : "the caller provides");
+  if (inv->plan) { /* the declared result, as on the direct call (dlx_derive.h), first */
+    DLTensor asked = {.data = NULL, .device = device, .ndim = ndim, .dtype = dtype,
+                      .shape = (int64_t *)shape, .strides = NULL, .byte_offset = 0};
+    dlx_sig_fault fault;
+    /* a caller that left the device zero (no DLPack device type is 0) calls on the CPU */
+    DLDevice dev = inv->device.device_type ? inv->device : (DLDevice){kDLCPU, 0};
+    if (dlx_derive_check_result(inv->plan, i, &asked, inv->args, dev, &st->binds, &fault)) {
+      char msg[768];
+      dlx_derive_result_message(inv->plan, i, &asked, NULL, inv->args, dev, &st->binds, &fault,
+                                msg, sizeof msg);
+      return fail(st, fault.code == DLX_FAULT_DTYPE || fault.code == DLX_FAULT_RESULT_KIND
+                          ? "TypeError" : "ValueError", "%s", msg);
+    }
+  }
   if (inv->out) {
     DLTensor *t = inv->out[i];
     if (!same_shape(t, ndim, shape) || memcmp(&t->dtype, &dtype, sizeof dtype) != 0 ||

@@ -23,6 +23,7 @@
 #include "dlx_py.h"
 
 #include "dlx_core.h"
+#include "dlx_derive.h"
 #include "dlx_numpy.h"
 #include "dlx_stream.h"
 #include "dlx_suggest.h"
@@ -220,10 +221,28 @@ static result *next_result(call_state *st) {
   return r;
 }
 
+/* A result the declaration refuses (dlx_derive_check_result's fault), raised. With the GIL
+ * held; error path only. */
+static int result_refused(call_state *st, const DLTensor *t, const char *got_scalar,
+                          const dlx_sig_fault *fault) {
+  char msg[768];
+  dlx_derive_result_message(st->k->sig, st->nresults, t, got_scalar, st->argv, st->pub.device,
+                            &st->binds, fault, msg, sizeof msg);
+  return fail(st, fault->code == DLX_FAULT_DTYPE || fault->code == DLX_FAULT_RESULT_KIND
+                      ? "TypeError" : "ValueError", "%s", msg);
+}
+
 static int return_object(call_state *st, int is_float, int64_t i, double f) {
   service sv;
   service_enter(st, &sv);
   int rc = -1;
+  if (__builtin_expect(!st->failed && st->k->sig && st->nresults < st->k->sig->nresults &&
+                           st->k->sig->results[st->nresults].kind == DLX_SIG_TENSOR, 0)) {
+    dlx_sig_fault fault = {DLX_FAULT_RESULT_KIND, -1, -1};
+    result_refused(st, NULL, is_float ? "float" : "int", &fault);
+    service_leave(st, &sv);
+    return -1;
+  }
   result *r = next_result(st);
   if (r) {
     r->obj = is_float ? PyFloat_FromDouble(f) : PyLong_FromLongLong(i);
@@ -267,6 +286,16 @@ static int return_new_tensor(call_state *st, DLDevice device, int32_t ndim,
    * refuses what its framework cannot hold (numpy: 64 dimensions, 32 before numpy 2). */
   if (ndim < 0 || (ndim && !shape))
     return fail(st, "ValueError", "dlx_return_new_tensor: invalid ndim %d", (int)ndim);
+  const dlx_sig *sig = st->k->sig;
+  if (sig && st->nresults < sig->nresults && !st->failed) {
+    /* the declared result, before anything is allocated: what every path checks */
+    DLTensor asked = {.data = NULL, .device = device, .ndim = ndim, .dtype = dtype,
+                      .shape = (int64_t *)shape, .strides = NULL, .byte_offset = 0};
+    dlx_sig_fault fault;
+    if (__builtin_expect(dlx_derive_check_result(sig, st->nresults, &asked, st->argv,
+                                                 st->pub.device, &st->binds, &fault), 0))
+      return result_refused(st, &asked, NULL, &fault);
+  }
   int64_t local[2 * DLX_SCRATCH_DIMS];
   int64_t *dims = ndim <= DLX_SCRATCH_DIMS ? local : PyMem_RawMalloc(2 * sizeof(int64_t) *
                                                                     (size_t)ndim);

@@ -169,11 +169,170 @@ static void test_limits(void **state) {
   dlx_sig_free(s);
 }
 
+/* ---- the real results' check ---------------------------------------------------------- */
+
+static const DLDataType F32 = {kDLFloat, 32, 1}, F64 = {kDLFloat, 64, 1}, I64 = {kDLInt, 64, 1};
+static const DLDevice CPU = {kDLCPU, 0}, CUDA1 = {kDLCUDA, 1};
+
+static DLTensor tensor(DLDataType dt, int32_t ndim, int64_t *shape) {
+  DLTensor t = {.data = NULL, .device = CPU, .ndim = ndim, .dtype = dt, .shape = shape};
+  return t;
+}
+
+/* The parameters' check binds the symbols (as each path does before the kernel runs),
+ * then results res[0..nres) are checked in order. -1 when all pass, else the failing
+ * result's index with its message in msg and its fault code in *code. */
+static int check_results(const char *text, DLTensor *const *in, DLTensor *const *res,
+                         int32_t nres, DLDevice device, char *msg, size_t len, int *code) {
+  dlx_sig *s = parse(text);
+  dlx_arg args[DLX_SIG_MAX_PARAMS];
+  dlx_sig_bindings b;
+  dlx_sig_bindings_init(&b, s);
+  for (int32_t i = 0; i < s->nparams; ++i) {
+    args[i].kind = in[i] ? DLX_ARG_TENSOR : DLX_ARG_NONE;
+    args[i].readonly = 0;
+    args[i].value.tensor = in[i];
+    dlx_sig_fault f;
+    if (in[i] && dlx_sig_check_tensor(s, i, in[i], 0, &b, &f))
+      fail_msg("'%s': argument %d refused", text, (int)i);
+  }
+  int at = -1;
+  for (int32_t r = 0; r < nres && at < 0; ++r) {
+    dlx_sig_fault f;
+    if (dlx_derive_check_result(s, r, res[r], args, device, &b, &f)) {
+      dlx_derive_result_message(s, r, res[r], NULL, args, device, &b, &f, msg, len);
+      *code = f.code;
+      at = r;
+    }
+  }
+  dlx_sig_free(s);
+  return at;
+}
+
+static void result_ok(const char *text, DLTensor *const *in, DLTensor *const *res,
+                      int32_t nres) {
+  char msg[512] = "";
+  int code = 0;
+  if (check_results(text, in, res, nres, CPU, msg, sizeof msg, &code) >= 0)
+    fail_msg("'%s' refused: %s", text, msg);
+}
+
+static void result_refused(const char *text, DLTensor *const *in, DLTensor *const *res,
+                           int32_t nres, int want_at, int want_code, const char *want) {
+  char msg[512] = "";
+  int code = 0;
+  int at = check_results(text, in, res, nres, CPU, msg, sizeof msg, &code);
+  assert_int_equal(at, want_at);
+  assert_int_equal(code, want_code);
+  assert_string_equal(msg, want);
+}
+
+static void test_check_result(void **state) {
+  (void)state;
+  int64_t s4[] = {4}, s5[] = {5}, s23[] = {2, 3}, s234[] = {2, 3, 4}, s2345[] = {2, 3, 4, 5};
+  DLTensor x4 = tensor(F32, 1, s4), x5 = tensor(F32, 1, s5), d4 = tensor(F64, 1, s4),
+           d5 = tensor(F64, 1, s5), i4 = tensor(I64, 1, s4);
+  /* the case: -> f32[n] given n=4 */
+  result_ok("x: f32[n] -> f32[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&x4}, 1);
+  result_refused("x: f32[n] -> f32[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&x5}, 1, 0,
+                 DLX_FAULT_SYMBOL, "result 0 must be f32[n] with n=4 (from 'x'), got f32[5]");
+  result_refused("x: f32[n] -> f32[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&d5}, 1, 0,
+                 DLX_FAULT_DTYPE, "result 0 must be f32[n] with n=4 (from 'x'), got f64[5]");
+  /* ranks and fixed extents */
+  DLTensor m23 = tensor(F32, 2, s23), m234 = tensor(F32, 3, s234);
+  result_refused("x: f32[n] -> f32[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&m23}, 1, 0,
+                 DLX_FAULT_NDIM, "result 0 must be f32[n] with n=4 (from 'x'), got f32[2, 3]");
+  result_ok("x: f32[n] -> f32[2, 3]", (DLTensor *[]){&x4}, (DLTensor *[]){&m23}, 1);
+  result_refused("x: f32[n] -> f32[2, 4]", (DLTensor *[]){&x4}, (DLTensor *[]){&m23}, 1, 0,
+                 DLX_FAULT_EXTENT, "result 0 must be f32[2, 4], got f32[2, 3]");
+  result_ok("x: f32[n] -> f32[_, _]", (DLTensor *[]){&x4}, (DLTensor *[]){&m23}, 1);
+  /* two symbols from two parameters, named where they come from */
+  DLTensor y3 = tensor(F32, 1, (int64_t[]){3}), y2 = tensor(F32, 1, (int64_t[]){2});
+  result_ok("x: f32[m], y: f32[n] -> f32[m, n]", (DLTensor *[]){&y2, &y3},
+            (DLTensor *[]){&m23}, 1);
+  result_refused("x: f32[m], y: f32[n] -> f32[m, n]", (DLTensor *[]){&y3, &y2},
+                 (DLTensor *[]){&m23}, 1, 0, DLX_FAULT_SYMBOL,
+                 "result 0 must be f32[m, n] with m=3 (from 'x'), n=2 (from 'y'), got f32[2, 3]");
+  /* data-dependent sizes stay allowed; one symbol is one extent across the results */
+  result_ok("x: f32[n] -> f32[k]", (DLTensor *[]){&x4}, (DLTensor *[]){&x5}, 1);
+  DLTensor i5 = tensor(I64, 1, s5);
+  result_ok("x: f32[n] -> (f32[k], i64[k])", (DLTensor *[]){&x4}, (DLTensor *[]){&x5, &i5}, 2);
+  result_refused("x: f32[n] -> (f32[k], i64[k])", (DLTensor *[]){&x4},
+                 (DLTensor *[]){&x5, &i4}, 2, 1, DLX_FAULT_SYMBOL,
+                 "result 1 must be i64[k] with k=5 (from result 0), got i64[4]");
+  /* a symbol declared only by an optional parameter given None: bound by the result */
+  result_ok("x: f32[n], y: f32[m]? = None -> f32[m]", (DLTensor *[]){&x4, NULL},
+            (DLTensor *[]){&x5}, 1);
+  result_refused("x: f32[n], y: f32[m]? = None -> f32[m]", (DLTensor *[]){&x4, &x4},
+                 (DLTensor *[]){&x5}, 1, 0, DLX_FAULT_SYMBOL,
+                 "result 0 must be f32[m] with m=4 (from 'y'), got f32[5]");
+  /* an open dtype is the dtype of the first required parameter with the same set */
+  result_ok("x: f32|f64[n] -> f32|f64[n]", (DLTensor *[]){&d4}, (DLTensor *[]){&d4}, 1);
+  result_refused("x: f32|f64[n] -> f32|f64[n]", (DLTensor *[]){&d4}, (DLTensor *[]){&x4}, 1, 0,
+                 DLX_FAULT_DTYPE,
+                 "result 0 must be f32|f64[n] with dtype f64 (from 'x'), n=4 (from 'x'), "
+                 "got f32[4]");
+  /* ... and with no such parameter, any of its set */
+  result_ok("x: f32[n] -> f32|f64[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&d4}, 1);
+  result_refused("x: f32[n] -> f32|f64[n]", (DLTensor *[]){&x4}, (DLTensor *[]){&i4}, 1, 0,
+                 DLX_FAULT_DTYPE, "result 0 must be f32|f64[n] with n=4 (from 'x'), got i64[4]");
+  result_ok("x: f32[n] -> tensor", (DLTensor *[]){&x4}, (DLTensor *[]){&m234}, 1);
+  /* "...": the dims the first "..." parameter matched */
+  DLTensor b234 = tensor(F32, 3, s234), b2345 = tensor(F32, 4, s2345),
+           b34 = tensor(F32, 2, (int64_t[]){3, 4}), b334 = tensor(F32, 3, (int64_t[]){3, 3, 4});
+  result_ok("x: f32[..., n] -> f32[..., n]", (DLTensor *[]){&b234}, (DLTensor *[]){&b234}, 1);
+  result_refused("x: f32[..., n] -> f32[..., n]", (DLTensor *[]){&b234}, (DLTensor *[]){&b34}, 1,
+                 0, DLX_FAULT_NDIM,
+                 "result 0 must be f32[..., n] with ...=[2, 3] (from 'x'), n=4 (from 'x'), "
+                 "got f32[3, 4]");
+  result_refused("x: f32[..., n] -> f32[..., n]", (DLTensor *[]){&b234},
+                 (DLTensor *[]){&b334}, 1, 0, DLX_FAULT_EXTENT,
+                 "result 0 must be f32[..., n] with ...=[2, 3] (from 'x'), n=4 (from 'x'), "
+                 "got f32[3, 3, 4]");
+  DLTensor b223 = tensor(F32, 3, (int64_t[]){2, 2, 3});
+  result_ok("x: f32[..., n] -> f32[2, ...]", (DLTensor *[]){&b234}, (DLTensor *[]){&b223}, 1);
+  result_refused("x: f32[...] -> f32[...]", (DLTensor *[]){&b234}, (DLTensor *[]){&b2345}, 1, 0,
+                 DLX_FAULT_NDIM, "result 0 must be f32[...] with ...=[2, 3, 4] (from 'x'), "
+                                 "got f32[2, 3, 4, 5]");
+  /* a scalar result declared where the kernel made a tensor */
+  result_refused("x: f32[n] -> int", (DLTensor *[]){&x4}, (DLTensor *[]){&x4}, 1, 0,
+                 DLX_FAULT_RESULT_KIND, "result 0 must be int, got a tensor f32[4]");
+}
+
+static void test_check_result_device(void **state) {
+  (void)state;
+  int64_t s4[] = {4};
+  DLTensor x4 = tensor(F32, 1, s4), g4 = tensor(F32, 1, s4);
+  g4.device = CUDA1;
+  char msg[512];
+  int code = 0;
+  /* the call's device, unless the result declares one */
+  assert_int_equal(check_results("x: f32[n] -> f32[n]", (DLTensor *[]){&g4},
+                                 (DLTensor *[]){&g4}, 1, CUDA1, msg, sizeof msg, &code), -1);
+  assert_int_equal(check_results("x: f32[n] -> f32[n]", (DLTensor *[]){&g4},
+                                 (DLTensor *[]){&x4}, 1, CUDA1, msg, sizeof msg, &code), 0);
+  assert_int_equal(code, DLX_FAULT_DEVICE);
+  assert_string_equal(msg, "result 0 must be f32[n] with n=4 (from 'x') on cuda:1 (the call's "
+                           "device), got f32[4] on cpu:0");
+  assert_int_equal(check_results("x: f32[n] -> f32[n] cpu", (DLTensor *[]){&g4},
+                                 (DLTensor *[]){&x4}, 1, CUDA1, msg, sizeof msg, &code), -1);
+  assert_int_equal(check_results("x: f32[n] -> f32[n] cuda", (DLTensor *[]){&x4},
+                                 (DLTensor *[]){&x4}, 1, CPU, msg, sizeof msg, &code), 0);
+  assert_string_equal(msg, "result 0 must be f32[n] cuda with n=4 (from 'x'), got f32[4] on "
+                           "cpu:0");
+  /* a message cut short stays a string */
+  char tiny[16];
+  assert_int_equal(check_results("x: f32[n] -> f32[n]", (DLTensor *[]){&g4},
+                                 (DLTensor *[]){&x4}, 1, CUDA1, tiny, sizeof tiny, &code), 0);
+  assert_int_equal(strlen(tiny), sizeof tiny - 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_schema), cmocka_unit_test(test_schema_refused),
       cmocka_unit_test(test_results), cmocka_unit_test(test_results_refused),
-      cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_limits), cmocka_unit_test(test_check_result),
+      cmocka_unit_test(test_check_result_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

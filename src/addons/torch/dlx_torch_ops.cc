@@ -74,14 +74,70 @@ int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const i
   }
 }
 
+// The exception class a dlx_error kind names, found as dlx's eager call finds it: a builtin
+// ("KeyError") or a dotted path ("asyncio.CancelledError", "pkg.mod.Outer.Inner": the longest
+// importable module, then attributes). A new reference, or NULL with no error set. GIL held.
+PyObject *ExceptionClassNamed(const char *kind) {
+  const std::string path = std::strchr(kind, '.') ? kind : std::string("builtins.") + kind;
+  for (size_t cut = path.rfind('.'); cut != std::string::npos && cut > 0;
+       cut = path.rfind('.', cut - 1)) {
+    PyObject *obj = PyImport_ImportModule(path.substr(0, cut).c_str());
+    if (obj == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    for (size_t at = cut + 1; obj != nullptr && at <= path.size();) {
+      size_t end = path.find('.', at);
+      if (end == std::string::npos) end = path.size();
+      PyObject *next = PyObject_GetAttrString(obj, path.substr(at, end - at).c_str());
+      Py_DECREF(obj);
+      obj = next;
+      at = end + 1;
+    }
+    if (obj != nullptr && PyExceptionClass_Check(obj)) return obj;
+    Py_XDECREF(obj);
+    PyErr_Clear();
+    return nullptr;
+  }
+  return nullptr;
+}
+
+// The kernel's dlx_error, raised as the eager call raises it. Kinds torch's Python binding
+// maps from c10 errors go as those; every other kind (KeyError, MemoryError, a user's
+// dotted class) is built as a Python exception and thrown as torch's python_error, which
+// torch's bindings restore when the operator was called from Python (eager, or the Python
+// code torch.compile generates). A C++ caller without Python (AOTInductor) sees only
+// python_error's what(), the exception's text. Error path only: the GIL is taken here.
 [[noreturn]] void Raise(const char *kind, const std::string &message) {
-  // The dispatcher's Python binding turns these c10 errors into these Python exceptions.
   if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
   if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
   if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
   if (std::strcmp(kind, "NotImplementedError") == 0) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
-  if (std::strcmp(kind, "MemoryError") == 0 || std::strcmp(kind, "RuntimeError") == 0)
-    TORCH_CHECK(false, message);
+  if (Py_IsInitialized()) {
+    python_error err;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *cls = ExceptionClassNamed(kind);
+    PyObject *text = cls ? PyUnicode_DecodeUTF8(message.data(),
+                                                static_cast<Py_ssize_t>(message.size()),
+                                                "replace")
+                         : nullptr;
+    PyObject *exc = text ? PyObject_CallOneArg(cls, text) : nullptr;
+    // a class that cannot be built from one message, or builds something else, falls back
+    // to RuntimeError("kind: message"), as in the eager call
+    bool raised = exc != nullptr && PyObject_TypeCheck(exc, reinterpret_cast<PyTypeObject *>(cls));
+    if (raised) {
+      PyErr_SetObject(cls, exc);
+      err.persist();  // fetched into err, with the GIL: torch restores it on the caller's side
+    } else {
+      PyErr_Clear();
+    }
+    Py_XDECREF(exc);
+    Py_XDECREF(text);
+    Py_XDECREF(cls);
+    PyGILState_Release(gil);
+    if (raised) throw python_error(std::move(err));
+  }
+  if (std::strcmp(kind, "RuntimeError") == 0) TORCH_CHECK(false, message);
   TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
 }
 

@@ -243,7 +243,8 @@ def test_run_time_kernel_error(ck):
 @pytest.mark.parametrize("name, words", [
     ("short_results", r"short_results\(\): returned 1 of the 2 result\(s\) its signature declares"),
     ("extra_results", r"extra_results\(\): returned more than the 1 result\(s\)"),
-    ("wrong_shape", r"wrong_shape\(\): result 0: the kernel made f32 \(1,\)"),
+    ("wrong_shape", r"ValueError: wrong_shape\(\): result 0 must be f32\[n\] with n=3 "
+                    r"\(from 'x'\), got f32\[1\]"),
 ])
 def test_results_not_as_declared(jk, name, words):
     with pytest.raises(jax.errors.JaxRuntimeError, match=words):
