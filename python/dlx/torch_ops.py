@@ -6,9 +6,9 @@ hold it (interface.md, "Kernels inside torch.compile"; user guide docs/torch.md)
 - fake implementation: dlx._infer over the declaration (size symbols bound from the fake
   inputs' shapes, symbolic under dynamic shapes; a symbol only in results is a
   data-dependent size);
-- implementations: dlx's torch addon (src/addons/torch/dlx_torch_addon.cc, its operators
-  part, OpKernel: at::Tensors to DLTensors, dlx_invoke on torch's current stream, results
-  from at::empty) when it can be built, else a Python one that calls the kernel;
+- implementations: dlx's torch addon (src/addons/torch/dlx_torch_ops.cc, OpKernel:
+  at::Tensors to DLTensors, dlx_invoke on torch's current stream, results from at::empty)
+  when it can be built, else a Python one that calls the kernel;
 - tracing: inside torch.compile, dynamo sees `lib.NAME` as a stand-in that calls the
   operator (the substitute_in_graph mechanism, keyed by the kernel object); under
   non-strict torch.export / make_fx, the kernel's C call path hands a call with fake or
