@@ -1315,7 +1315,7 @@ typedef struct vouched {
  * slot is the caller's to release then). Both loops share it. */
 static inline __attribute__((always_inline)) int convert_object(call_state *st, int32_t i,
                                                                 PyObject *obj, PyTypeObject *tp,
-                                                                vouched *np) {
+                                                                vouched *np, int with_flags) {
   dlx_arg *a = &st->argv[i];
   dlx_slot *slot = &st->slots[i];
   if (tp == np->type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
@@ -1327,7 +1327,7 @@ static inline __attribute__((always_inline)) int convert_object(call_state *st, 
   const dlx_type_info *info = dlx_type_info_hit(tp);
   if (info && info->view) {
     np->type = NULL; /* the table's code runs */
-    return dlx_convert_view(info, obj, a, slot);
+    return dlx_convert_view(info, obj, a, slot, with_flags);
   }
   if (info && numpy_vouched(info, obj, a, slot)) {
     np->type = tp;
@@ -1371,7 +1371,7 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
       a->value.f = PyFloat_AS_DOUBLE(obj);
       continue;
     }
-    int rc = convert_object(&st, i, obj, tp, &np);
+    int rc = convert_object(&st, i, obj, tp, &np, 0); /* no parity work: no flags */
     if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
       if (rc < 0) {
@@ -1448,7 +1448,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       if (!info) info = mut_type_miss(tp);
       if (info && info->view && info->views_writable) {
         npv.type = NULL;
-        rc = dlx_convert_view(info, obj, a, slot);
+        rc = dlx_convert_view(info, obj, a, slot, 1);
         goto converted;
       }
       if (info && info->view) {
@@ -1459,7 +1459,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         goto converted;
       }
     }
-    rc = convert_object(&st, i, obj, tp, &npv);
+    rc = convert_object(&st, i, obj, tp, &npv, 1);
   converted:
     if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
       if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&

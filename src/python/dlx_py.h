@@ -283,15 +283,16 @@ int dlx_convert_owned(const DLPackExchangeAPI *api, PyObject *obj, dlx_arg *arg,
 int dlx_view_failed(dlx_arg *arg, dlx_slot *slot);
 int dlx_view_fix_dims(dlx_arg *arg, dlx_slot *slot);
 /* dlx_convert_arg for a type whose cache entry (a hit, `info`) has a view export: the
- * same conversion, in line. */
+ * same conversion, in line; with_flags (a constant): the entry's call_flags too (only
+ * signed kernels have torch parity work: `mut` parameters, operators). */
 static inline int dlx_convert_view(const dlx_type_info *info, PyObject *obj, dlx_arg *arg,
-                                   dlx_slot *slot) {
+                                   dlx_slot *slot, int with_flags) {
   int (*view)(void *, DLTensor *) = info->view; /* `info` may be refilled by the export */
   slot->api = info->api;
   arg->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   arg->readonly = 0;
   arg->value.tensor = &slot->view;
-  int flags = info->call_flags;
+  int flags = with_flags ? info->call_flags : 0; /* with_flags: a constant, for signed calls */
   if (__builtin_expect(view(obj, &slot->view) != 0, 0)) return dlx_view_failed(arg, slot);
   const DLTensor *t = &slot->view;
   if (__builtin_expect(t->strides && t->shape && t->ndim >= 0, 1)) return flags;
