@@ -46,8 +46,6 @@ static struct {
 static dlx_mutex parity_lock;
 
 dlx_torch_checked dlx_torch_checked_tables[DLX_TORCH_CHECKED_MAX];
-#define checked dlx_torch_checked_tables
-#define CHECKED_MAX DLX_TORCH_CHECKED_MAX
 
 static struct {
   const DLPackExchangeAPI *api; /* the addon's table, once loaded */
@@ -233,8 +231,8 @@ void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity
 const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api) {
   const DLPackExchangeAPI *shown = api;
   DLX_LOCK(&parity_lock);
-  for (int k = 0; k < CHECKED_MAX; ++k)
-    if (checked[k].of && api == &checked[k].table) shown = checked[k].of;
+  for (int k = 0; k < DLX_TORCH_CHECKED_MAX; ++k)
+    if (dlx_torch_checked_tables[k].of && api == &dlx_torch_checked_tables[k].table) shown = dlx_torch_checked_tables[k].of;
   DLX_UNLOCK(&parity_lock);
   return shown;
 }
@@ -264,21 +262,21 @@ const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api) {
   }
   const DLPackExchangeAPI *copy = api; /* more torch tables than any process makes: as is */
   DLX_LOCK(&parity_lock);
-  for (int k = 0; k < CHECKED_MAX; ++k) {
-    if (checked[k].of == api) {
-      copy = &checked[k].table;
+  for (int k = 0; k < DLX_TORCH_CHECKED_MAX; ++k) {
+    if (dlx_torch_checked_tables[k].of == api) {
+      copy = &dlx_torch_checked_tables[k].table;
       break;
     }
-    if (checked[k].of) continue;
-    DLPackExchangeAPI *t = &checked[k].table;
+    if (dlx_torch_checked_tables[k].of) continue;
+    DLPackExchangeAPI *t = &dlx_torch_checked_tables[k].table;
     *t = *api;
     t->header.prev_api = NULL; /* the copy is major 1 itself; only 1.3's fields copied */
     if (t->header.version.minor > DLPACK_MINOR_VERSION) t->header.version.minor = DLPACK_MINOR_VERSION;
     t->managed_tensor_from_py_object_no_sync = hooks->managed;
     /* an overlay over the native table may lack the view export: keep it lacking */
     if (t->dltensor_from_py_object_no_sync) t->dltensor_from_py_object_no_sync = hooks->view;
-    checked[k].of = api;
-    dlx_release_store(&checked[k].hooks, hooks);
+    dlx_torch_checked_tables[k].of = api;
+    dlx_release_store(&dlx_torch_checked_tables[k].hooks, hooks);
     copy = t;
     break;
   }
