@@ -231,8 +231,10 @@ void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity
 const DLPackExchangeAPI *dlx_table_shown(const DLPackExchangeAPI *api) {
   const DLPackExchangeAPI *shown = api;
   DLX_LOCK(&parity_lock);
-  for (int k = 0; k < DLX_TORCH_CHECKED_MAX; ++k)
-    if (dlx_torch_checked_tables[k].of && api == &dlx_torch_checked_tables[k].table) shown = dlx_torch_checked_tables[k].of;
+  for (int k = 0; k < DLX_TORCH_CHECKED_MAX; ++k) {
+    const dlx_torch_checked *c = &dlx_torch_checked_tables[k];
+    if (c->of && api == &c->table) shown = c->of;
+  }
   DLX_UNLOCK(&parity_lock);
   return shown;
 }
