@@ -186,25 +186,46 @@ def staged_call(kernel, args, kwargs):
             (muts if "mut" in flags else ins).append(x)
         else:
             attrs["p_" + pname] = _static(kernel, i, pname, kind, v)
-    results = _infer.results(kernel, bound, shape=lambda x: x.shape, dtype=_dtype_name,
-                             fresh=_fresh(name))
-    out_types = [jax.ShapeDtypeStruct(tuple(s), _DLX_TO_NP[dt]) for s, dt in results]
-    out_types += [jax.ShapeDtypeStruct(m.shape, m.dtype) for m in muts]
-    nres = len(results)
-    aliases = {len(ins) + j: nres + j for j in range(len(muts))}
+    tensor_params = [i for i, p in enumerate(plan) if p[1] == "tensor" and bound[i] is not None]
+    tensor_params.sort(key=lambda i: "mut" in plan[i][6])  # ins, then muts (stable)
     if none >= 1 << 63:
         none -= 1 << 64
-    call = jax.ffi.ffi_call(
-        TARGET, out_types, input_output_aliases=aliases or None,
-        vmap_method="broadcast_all" if _batched_whole(kernel, plan, bound) else "sequential",
-        # `; effects`: XLA keeps, runs and never merges each call (the custom call's
-        # side effect); a kernel without results is kept for what it writes
-        has_side_effect=kernel._effects or not out_types)
+
+    def stage(tensors):
+        """The FFI call on these tensors (the whole arrays, or one device's slices)."""
+        b = list(bound)
+        for i, x in zip(tensor_params, tensors):
+            b[i] = x
+        results = _infer.results(kernel, b, shape=lambda x: x.shape, dtype=_dtype_name,
+                                 fresh=_fresh(name))
+        out_types = [jax.ShapeDtypeStruct(tuple(s), _DLX_TO_NP[dt]) for s, dt in results]
+        ms = tensors[len(ins):]
+        out_types += [jax.ShapeDtypeStruct(m.shape, m.dtype) for m in ms]
+        nres = len(results)
+        aliases = {len(ins) + j: nres + j for j in range(len(ms))}
+        call = jax.ffi.ffi_call(
+            TARGET, out_types, input_output_aliases=aliases or None,
+            vmap_method="broadcast_all" if _batched_whole(kernel, plan, b) else "sequential",
+            # `; effects`: XLA keeps, runs and never merges each call (the custom call's
+            # side effect); a kernel without results is kept for what it writes
+            has_side_effect=kernel._effects or not out_types)
+        return out_types, call
+
+    out_types, call = stage(ins + muts)  # checks the arguments at trace time, whole
     kid = np.int64(_kernel_id(kernel))
+    fixed = dict(dlx_id=kid, dlx_name=name, dlx_none=np.int64(none), **attrs)
+    partitioned = None
+    if out_types and not kernel._effects and _many_devices():
+        from . import _jax_shard
+
+        partitioned = _jax_shard.partitioned(kernel, plan, tensor_params, ins + muts,
+                                             out_types, stage, fixed)
 
     # A rule that only refuses: jax.grad then names the kernel and the way out.
     def run(*tensors):
-        return call(*tensors, dlx_id=kid, dlx_name=name, dlx_none=np.int64(none), **attrs)
+        if partitioned is not None:
+            return partitioned(*tensors)
+        return call(*tensors, **fixed)
 
     run.__name__ = run.__qualname__ = f"dlx_{name}"
     run = jax.custom_jvp(run)
@@ -218,6 +239,18 @@ def staged_call(kernel, args, kwargs):
     if not out_types:
         return None
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_device_count = None
+
+
+def _many_devices():
+    """More than one device: only then may a call be partitioned (one device keeps the plain
+    FFI call, and its cost). Asked once: jax's device list is fixed after backend init."""
+    global _device_count
+    if _device_count is None:
+        _device_count = jax.device_count()
+    return _device_count > 1
 
 
 def _tracing():

@@ -501,3 +501,31 @@ void dlx_derive_result_message(const dlx_sig *s, int32_t r, const DLTensor *t,
   }
   if (len && o.n >= len) buf[len - 1] = '\0';
 }
+
+/* ---- sharding ------------------------------------------------------------------------ */
+
+static int is_bracketed_tensor(const dlx_sig_type *t) {
+  return t->kind == DLX_SIG_TENSOR && t->ndims >= 0;
+}
+
+void dlx_derive_shard(const dlx_sig *s, dlx_shard_rule *out) {
+  out->independent = s->independent;
+  int any = 0, kept = 1;
+  for (int32_t i = 0; i < s->nparams; ++i) {
+    const dlx_sig_type *t = &s->params[i].type;
+    if (t->kind != DLX_SIG_TENSOR) continue;
+    int has = is_bracketed_tensor(t) && t->ellipsis >= 0;
+    any |= has;
+    if ((t->flags & DLX_SIG_MUT) && !has) kept = 0;
+  }
+  for (int32_t r = 0; r < s->nresults; ++r)
+    if (!is_bracketed_tensor(&s->results[r]) || s->results[r].ellipsis < 0) kept = 0;
+  out->batch = any && kept;
+}
+
+int32_t dlx_derive_shard_label(const dlx_sig *s, const dlx_sig_type *t, int32_t d) {
+  if (!is_bracketed_tensor(t) || d < 0 || d >= t->ndims) return DLX_SHARD_NONE;
+  const dlx_sig_dim *dm = &s->dims[t->dim0 + d];
+  if (dm->kind == DLX_DIM_SYMBOL) return dm->sym;
+  return dm->kind == DLX_DIM_ELLIPSIS ? DLX_SHARD_BATCH : DLX_SHARD_NONE;
+}

@@ -101,4 +101,25 @@ void dlx_derive_result_message(const dlx_sig *s, int32_t r, const DLTensor *t,
                                const dlx_sig_bindings *b, const dlx_sig_fault *fault, char *buf,
                                size_t len);
 
+/* ---- sharding: which dimensions may be split across devices ------------------------- */
+
+/* A dimension's label in a sharding rule: a size symbol's index (>= 0), the batch "...",
+ * or none (a fixed extent or "_": never split). */
+enum { DLX_SHARD_NONE = -1, DLX_SHARD_BATCH = -2 };
+
+typedef struct dlx_shard_rule {
+  uint32_t independent; /* size symbols that may be split: those marked "n*" */
+  int32_t batch;        /* 1: the batch "..." may be split too */
+} dlx_shard_rule;
+
+/* The rule of a declaration. A dimension may be split only where the kernel computes each
+ * slice alone: a symbol marked "n*" (dlx_sig_parse refused marks its outputs contradict),
+ * and "..." when some tensor parameter declares it and every result and every mut
+ * parameter keeps it (the promise vmap's one batched call already relies on; a result
+ * without it reduces over the batch). Everything else is replicated before the call. */
+void dlx_derive_shard(const dlx_sig *s, dlx_shard_rule *out);
+
+/* The label of dimension entry `d` of type `t` (DLX_SHARD_NONE when t has no brackets). */
+int32_t dlx_derive_shard_label(const dlx_sig *s, const dlx_sig_type *t, int32_t d);
+
 #endif /* DLX_DERIVE_H_ */

@@ -31,6 +31,8 @@ typedef struct builder {
   char pool[MAX_POOL];
   int32_t nparams, nresults, ndims, nsymbols, nnums, npool, has_results;
   uint32_t options;
+  uint32_t independent;                     /* symbols marked "*" */
+  const char *marked[DLX_SIG_MAX_SYMBOLS]; /* where each was first marked, for messages */
 } builder;
 
 static const char *const dtype_names[DLX_SIG_NUM_DTYPES] = {
@@ -251,6 +253,14 @@ static int parse_dims(builder *b, dlx_sig_type *t) {
     ++b->ndims;
     ++t->ndims;
     skip_ws(b);
+    if (*b->p == '*') { /* "n*": an independent dimension */
+      if (d->kind != DLX_DIM_SYMBOL)
+        return fault_at(b, b->p, "only a size symbol may be marked independent ('n*')");
+      if (!(b->independent & (1u << d->sym))) b->marked[d->sym] = b->p;
+      b->independent |= 1u << d->sym;
+      ++b->p;
+      skip_ws(b);
+    }
     if (*b->p == ',') {
       ++b->p;
       continue;
@@ -524,6 +534,52 @@ static int parse_options(builder *b) {
   }
 }
 
+/* How often symbol k appears in type t (0 for a type without brackets). */
+static int symbol_count(const builder *b, const dlx_sig_type *t, int32_t k) {
+  int c = 0;
+  if (t->kind == DLX_SIG_TENSOR)
+    for (int32_t d = 0; d < t->ndims; ++d)
+      c += b->dims[t->dim0 + d].kind == DLX_DIM_SYMBOL && b->dims[t->dim0 + d].sym == k;
+  return c;
+}
+
+/* A symbol marked independent ("n*") must be one every output keeps and every input can
+ * give a slice of: in some parameter, at most once per tensor, in every result and every
+ * mut parameter (an output without it reduces over it, so a slice's result would be
+ * partial). Contradictions are faults of the declaration, at the first mark. */
+static int check_independent(builder *b) {
+  for (int32_t k = 0; k < b->nsymbols; ++k) {
+    if (!(b->independent & (1u << k))) continue;
+    const char *name = b->pool + b->symbols[k], *at = b->marked[k];
+    int in_param = 0;
+    for (int32_t i = 0; i < b->nparams; ++i) {
+      const dlx_sig_type *t = &b->params[i].type;
+      int c = symbol_count(b, t, k);
+      if (c > 1)
+        return fault_at(b, at, "'%s' is marked independent but appears twice in '%s'", name,
+                        b->pool + b->params[i].name);
+      in_param |= c;
+      if (t->kind == DLX_SIG_TENSOR && (t->flags & DLX_SIG_MUT) && !c)
+        return fault_at(b, at, "'%s' is marked independent but mut parameter '%s' has no "
+                        "dimension '%s' (it would reduce over it)", name,
+                        b->pool + b->params[i].name, name);
+    }
+    if (!in_param)
+      return fault_at(b, at, "'%s' is marked independent but no parameter has it (a result "
+                      "size the data decides cannot be split)", name);
+    for (int32_t r = 0; r < b->nresults; ++r) {
+      int c = symbol_count(b, &b->results[r], k);
+      if (c > 1)
+        return fault_at(b, at, "'%s' is marked independent but appears twice in result %d",
+                        name, (int)r);
+      if (!c)
+        return fault_at(b, at, "'%s' is marked independent but result %d has no dimension "
+                        "'%s' (it would reduce over it)", name, (int)r, name);
+    }
+  }
+  return 0;
+}
+
 static int parse_all(builder *b) {
   size_t len = strnlen(b->text, DLX_SIG_MAX_LEN + 1);
   if (len > DLX_SIG_MAX_LEN)
@@ -554,7 +610,7 @@ static int parse_all(builder *b) {
       return expected(b, "',', '->' or ';' (an unknown flag?)");
     return expected(b, b->has_results || b->options ? "the end" : "',', '->', ';' or the end");
   }
-  return 0;
+  return check_independent(b);
 }
 
 dlx_sig *dlx_sig_parse(const char *text, char *err, size_t errlen, int32_t *column) {
@@ -602,6 +658,7 @@ dlx_sig *dlx_sig_parse(const char *text, char *err, size_t errlen, int32_t *colu
   s->nsymbols = b->nsymbols;
   s->options = b->options;
   s->has_results = b->has_results;
+  s->independent = b->independent;
   free(b);
   return s;
 }
@@ -668,7 +725,9 @@ static void put_type(const dlx_sig *s, const dlx_sig_type *t, out *o) {
         const dlx_sig_dim *d = &s->dims[t->dim0 + k];
         if (k) put(o, ", ");
         if (d->kind == DLX_DIM_FIXED) put(o, "%lld", (long long)d->extent);
-        else if (d->kind == DLX_DIM_SYMBOL) put(o, "%s", s->pool + s->symbols[d->sym]);
+        else if (d->kind == DLX_DIM_SYMBOL)
+          put(o, "%s%s", s->pool + s->symbols[d->sym],
+              s->independent & (1u << d->sym) ? "*" : "");
         else if (d->kind == DLX_DIM_ANY) put(o, "_");
         else put(o, "...");
       }

@@ -106,6 +106,9 @@ typedef struct dlx_sig {
   int32_t nsymbols;
   uint32_t options;           /* DLX_SIG_NOGIL | DLX_SIG_EFFECTS */
   int32_t has_results;        /* "->" was given (nresults may still be 1) */
+  uint32_t independent;       /* size symbols marked "n*": the kernel computes each index of
+                                 that dimension alone, so it may be split across devices
+                                 (bit k: symbol k; dlx_derive_shard) */
   const dlx_sig_param *params;
   const dlx_sig_type *results;
   const dlx_sig_dim *dims;

@@ -331,6 +331,65 @@ static PyObject *kernel_get_derived(PyObject *self, void *closure) {
   return Py_BuildValue("(NN)", results, eqs);
 }
 
+/* One tensor's labels for dlx._shard: a tuple per declared dim of the symbol's name, "..."
+ * or None (a fixed extent, "_"); None for a tensor without brackets (any rank: replicated);
+ * () for a scalar result. */
+static PyObject *shard_labels(const dlx_sig *s, const dlx_sig_type *t) {
+  if (t->kind != DLX_SIG_TENSOR) return PyTuple_New(0);
+  if (t->ndims < 0) Py_RETURN_NONE;
+  PyObject *dims = PyTuple_New(t->ndims);
+  for (int32_t d = 0; dims && d < t->ndims; ++d) {
+    int32_t l = dlx_derive_shard_label(s, t, d);
+    PyObject *v = l >= 0 ? PyUnicode_FromString(dlx_sig_str(s, s->symbols[l]))
+                  : l == DLX_SHARD_BATCH ? PyUnicode_FromString("...")
+                                         : Py_NewRef(Py_None);
+    if (!v) Py_CLEAR(dims);
+    else PyTuple_SET_ITEM(dims, d, v);
+  }
+  return dims;
+}
+
+/* (inputs, results, independent) of dlx_derive_shard, None undeclared: labels per declared
+ * tensor parameter (mut ones included) and per result, and the frozenset of labels that may
+ * be split (dlx._shard.rule keeps it, once per kernel). */
+static PyObject *kernel_get_shard(PyObject *self, void *closure) {
+  (void)closure;
+  KernelObject *k = (KernelObject *)self;
+  if (!k->plan) Py_RETURN_NONE;
+  const dlx_sig *s = k->plan;
+  dlx_shard_rule rule;
+  dlx_derive_shard(s, &rule);
+  int32_t ntensors = 0;
+  for (int32_t i = 0; i < s->nparams; ++i) ntensors += s->params[i].type.kind == DLX_SIG_TENSOR;
+  PyObject *ins = PyTuple_New(ntensors), *outs = PyTuple_New(s->nresults),
+           *indep = PyFrozenSet_New(NULL);
+  int bad = !ins || !outs || !indep;
+  for (int32_t i = 0, j = 0; !bad && i < s->nparams; ++i) {
+    if (s->params[i].type.kind != DLX_SIG_TENSOR) continue;
+    PyObject *v = shard_labels(s, &s->params[i].type);
+    if (!v) bad = 1;
+    else PyTuple_SET_ITEM(ins, j++, v);
+  }
+  for (int32_t r = 0; !bad && r < s->nresults; ++r) {
+    PyObject *v = shard_labels(s, &s->results[r]);
+    if (!v) bad = 1;
+    else PyTuple_SET_ITEM(outs, r, v);
+  }
+  for (int32_t sym = -1; !bad && sym < s->nsymbols; ++sym) {
+    if (sym < 0 ? !rule.batch : !(rule.independent & (1u << sym))) continue;
+    PyObject *w = PyUnicode_FromString(sym < 0 ? "..." : dlx_sig_str(s, s->symbols[sym]));
+    if (!w || PySet_Add(indep, w)) bad = 1;
+    Py_XDECREF(w);
+  }
+  if (bad) {
+    Py_XDECREF(ins);
+    Py_XDECREF(outs);
+    Py_XDECREF(indep);
+    return NULL;
+  }
+  return Py_BuildValue("(NNN)", ins, outs, indep);
+}
+
 /* The torch operator schema "name(Tensor x, ...) -> Tensor"; None undeclared; ValueError(why)
  * when torch cannot express the declaration. */
 static PyObject *kernel_get_schema(PyObject *self, void *closure) {
@@ -452,6 +511,7 @@ static PyGetSetDef kernel_getset[] = {
     {"_plan", kernel_get_plan, NULL, NULL, NULL},
     {"_derived", kernel_get_derived, NULL, NULL, NULL},
     {"_schema", kernel_get_schema, NULL, NULL, NULL},
+    {"_shard", kernel_get_shard, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 /* A descriptor that binds nothing (as a builtin function): inspect.isroutine(kernel) is

@@ -327,9 +327,45 @@ static void test_check_result_device(void **state) {
   assert_int_equal(strlen(tiny), sizeof tiny - 1);
 }
 
+/* Which dimensions may be split (issue 32). */
+static void shard(const char *text, uint32_t independent, int batch) {
+  dlx_sig *s = parse(text);
+  dlx_shard_rule r;
+  dlx_derive_shard(s, &r);
+  if (r.independent != independent || r.batch != batch)
+    fail_msg("'%s': independent %#x batch %d", text, r.independent, r.batch);
+  dlx_sig_free(s);
+}
+
+static void test_shard(void **state) {
+  (void)state;
+  shard("x: f32[..., n], w: f32[n] -> f32[..., n]", 0, 1);
+  shard("x: f32[..., n], y: f32[..., n] mut", 0, 1);
+  shard("x: f32[..., n] -> f32[n]", 0, 0);            /* a reduction over the batch */
+  shard("x: f32[..., n] -> (f32[..., n], f32[])", 0, 0);
+  shard("x: f32[..., n], acc: f32[n] mut", 0, 0);     /* accumulates over the batch */
+  shard("x: f32[..., n] -> int", 0, 0);
+  shard("x: f32[m, n] -> f32[m, n]", 0, 0);           /* nothing marked */
+  shard("x: f32[m*, n], w: f32[n] -> f32[m, n]", 1u << 0, 0);
+  shard("x: f32[m, n*], s: int -> f32[m, n]", 1u << 1, 0);
+  shard("x: f32[..., c*], w: f32[k, c] -> f32[..., c]", 1u << 0, 1);
+  shard("x: tensor -> f32[...]", 0, 0);               /* no "..." parameter */
+  dlx_sig *s = parse("x: f32[..., 3, m*, _], y: f32, n: int -> f32[m]");
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[0].type, 0), DLX_SHARD_BATCH);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[0].type, 1), DLX_SHARD_NONE);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[0].type, 2), 0);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[0].type, 3), DLX_SHARD_NONE);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[0].type, 4), DLX_SHARD_NONE);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[1].type, 0), DLX_SHARD_NONE);
+  assert_int_equal(dlx_derive_shard_label(s, &s->params[2].type, 0), DLX_SHARD_NONE);
+  assert_int_equal(dlx_derive_shard_label(s, &s->results[0], 0), 0);
+  dlx_sig_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_schema), cmocka_unit_test(test_schema_refused),
+      cmocka_unit_test(test_shard),
       cmocka_unit_test(test_results), cmocka_unit_test(test_results_refused),
       cmocka_unit_test(test_limits), cmocka_unit_test(test_check_result),
       cmocka_unit_test(test_check_result_device),

@@ -454,8 +454,37 @@ static void test_quick(void **state) {
   dlx_sig_free(s);
 }
 
+/* "n*": a size symbol marked independent (issue 32); contradictions refused at the mark. */
+static void test_independent(void **state) {
+  (void)state;
+  dlx_sig *s = ok("x: f32[b*, n], w: f32[n] -> f32[b, n]");
+  assert_int_equal(s->independent, 1u << 0); /* marking one use marks the symbol */
+  dlx_sig_free(s);
+  s = ok("x: f32[..., n], w: f32[n]");
+  assert_int_equal(s->independent, 0);
+  dlx_sig_free(s);
+  /* the canonical text marks every use */
+  canon("x: f32[b*, n], w: f32[n] -> f32[b, n]", "x: f32[b*, n], w: f32[n] -> f32[b*, n]");
+  canon("x: f32[b *,c*] mut", "x: f32[b*, c*] mut");
+  canon("x: f32[..., c*], y: f32[c*] -> (f32[..., c*], f32[c*])",
+        "x: f32[..., c*], y: f32[c*] -> (f32[..., c*], f32[c*])");
+  bad("x: f32[3*]", 9, "only a size symbol");
+  bad("x: f32[_*]", 9, "only a size symbol");
+  bad("x: f32[...*]", 11, "only a size symbol");
+  bad("x: f32[b**]", 10, "',' or ']'");
+  bad("x: f32[b*, n] -> f32[n]", 9, "result 0 has no dimension 'b'");
+  bad("x: f32[b*, n] -> (f32[b], i64[])", 9, "result 1 has no dimension 'b'");
+  bad("x: f32[b*] -> int", 9, "result 0 has no dimension 'b'");
+  bad("x: f32[b*] -> f32", 9, "result 0 has no dimension 'b'");
+  bad("x: f32[b*], acc: f32[] mut", 9, "mut parameter 'acc' has no dimension 'b'");
+  bad("x: f32[b*, b]", 9, "appears twice in 'x'");
+  bad("x: f32[b*] -> f32[b, b]", 9, "appears twice in result 0");
+  bad("x: f32[n] -> f32[k*]", 19, "no parameter has it");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_independent),
       cmocka_unit_test(test_contract_example), cmocka_unit_test(test_scalars_and_defaults),
       cmocka_unit_test(test_tensors),          cmocka_unit_test(test_results_and_options),
       cmocka_unit_test(test_malformed),        cmocka_unit_test(test_limits),

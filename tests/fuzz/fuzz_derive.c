@@ -162,6 +162,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int32_t e = 0; e < d.neqs; ++e) check_pos(s, d.eqs[e].first), check_pos(s, d.eqs[e].other);
     check_results(s, &d);
   }
+  /* The sharding rule: only marked symbols, every label in range, and what may be split is
+   * in every output (the parser's promise; "..." by the rule's own definition). */
+  dlx_shard_rule rule;
+  dlx_derive_shard(s, &rule);
+  if (rule.independent != s->independent || (s->nsymbols < 32 && rule.independent >> s->nsymbols))
+    abort();
+  for (int32_t r = 0; r < s->nresults; ++r) {
+    const dlx_sig_type *t = &s->results[r];
+    uint32_t seen = 0;
+    int batch = 0;
+    for (int32_t k = 0; k < (t->kind == DLX_SIG_TENSOR ? t->ndims : 0); ++k) {
+      int32_t l = dlx_derive_shard_label(s, t, k);
+      if (l >= s->nsymbols || l < DLX_SHARD_BATCH) abort();
+      if (l >= 0) seen |= 1u << l;
+      batch |= l == DLX_SHARD_BATCH;
+    }
+    if ((rule.independent & ~seen) || (rule.batch && !batch)) abort();
+  }
   dlx_sig_free(s);
   return 0;
 }

@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dlx_sig *t = dlx_sig_parse(canon, err, sizeof err, &column);
   if (!t) abort();
   dlx_sig_format(t, again, sizeof again);
-  if (strcmp(canon, again) != 0) abort();
+  if (strcmp(canon, again) != 0 || s->independent != t->independent) abort();
   /* A 2-d f32 tensor checked against every tensor parameter: no crash, no overrun. */
   int64_t shape[2] = {3, 4}, strides[2] = {4, 1};
   DLTensor x = {.data = NULL, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},

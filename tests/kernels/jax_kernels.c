@@ -33,3 +33,56 @@ DLX_KERNEL(noop3, "x: f32[n], y: f32[n] -> f32[n]") {
   return dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &y) ||
          dlx_return_new_tensor(call, x->device, 1, x->shape, x->dtype, &out);
 }
+
+/* Sharding probes (tests/python/compilers/test_jax_sharding.py, issue 32): each returns,
+ * beside its values, the number of elements its own call saw, so a sharded program shows
+ * what every device's call received. */
+
+/* y = x * w (rows independent, n not), seen[i] = the elements of x in this call. */
+DLX_KERNEL(shard_rows, "x: f32[b*, n] contig, w: f32[n] contig -> (f32[b, n], i64[b])") {
+  DLTensor *x, *w, *y, *seen;
+  int64_t b, n;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &w) || dlx_size(call, "b", &b) ||
+      dlx_size(call, "n", &n) ||
+      dlx_return_new_tensor(call, x->device, 2, x->shape, x->dtype, &y) ||
+      dlx_return_new_tensor(call, x->device, 1, &b, (DLDataType){kDLInt, 64, 1}, &seen))
+    return -1;
+  const float *xs = x->data, *ws = w->data;
+  float *ys = y->data;
+  for (int64_t i = 0; i < b; ++i) {
+    ((int64_t *)seen->data)[i] = b * n;
+    for (int64_t j = 0; j < n; ++j) ys[i * n + j] = xs[i * n + j] * ws[j];
+  }
+  return 0;
+}
+
+/* y[..., j] = x[..., j] + the sum of x's row (the batch independent, n not), seen[...] =
+ * the elements of x in this call. */
+DLX_KERNEL(shard_batch, "x: f32[..., n] contig -> (f32[..., n], i64[...])") {
+  DLTensor *x, *y, *seen;
+  int64_t n, rows = 1;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_size(call, "n", &n) ||
+      dlx_return_new_tensor(call, x->device, x->ndim, x->shape, x->dtype, &y) ||
+      dlx_return_new_tensor(call, x->device, x->ndim - 1, x->shape, (DLDataType){kDLInt, 64, 1},
+                            &seen))
+    return -1;
+  for (int32_t d = 0; d < x->ndim - 1; ++d) rows *= x->shape[d];
+  const float *xs = x->data;
+  float *ys = y->data;
+  for (int64_t i = 0; i < rows; ++i) {
+    float s = 0;
+    for (int64_t j = 0; j < n; ++j) s += xs[i * n + j];
+    for (int64_t j = 0; j < n; ++j) ys[i * n + j] = xs[i * n + j] + s;
+    ((int64_t *)seen->data)[i] = rows * n;
+  }
+  return 0;
+}
+
+/* acc += y, in place, elementwise. */
+DLX_KERNEL(shard_accumulate, "acc: f32[k*] mut contig, y: f32[k] contig") {
+  DLTensor *acc, *y;
+  if (dlx_arg_tensor(call, 0, &acc) || dlx_arg_tensor(call, 1, &y)) return -1;
+  for (int64_t i = 0; i < acc->shape[0]; ++i)
+    ((float *)acc->data)[i] += ((const float *)y->data)[i];
+  return 0;
+}

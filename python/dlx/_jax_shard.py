@@ -1,0 +1,176 @@
+"""A dlx call across devices under jax.jit (docs/jax.md, "Many devices"; issue 32).
+
+The declaration says which dimensions the kernel computes slice by slice (dlx._shard, from
+C): those may stay split, each device's call then gets its slice; every other dimension is
+replicated before the call. The call becomes a `custom_partitioning` function whose Shardy
+rule names one factor per dimension: an independent size symbol (or batch dimension) is
+one factor shared by every tensor that has it; any other dimension gets a factor of its
+own that needs replication. `partition` then settles the shardings itself: an independent
+factor keeps the mesh axes of its first sharded operand dimension when they divide every
+dimension it stands for, and everything else is replicated; so an uneven split is
+gathered, never padded into the kernel."""
+import jax
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import NamedSharding, PartitionSpec
+
+from . import _shard
+
+try:
+    from jax._src import core as _jcore
+    from jax._src.custom_partitioning import custom_partitioning_p as _cp_p
+    from jax._src.interpreters import mlir as _mlir
+except ImportError:  # pragma: no cover - a jax that moved them: no export fallback
+    _cp_p = None
+
+try:
+    from jax._src.interpreters.batching import BatchTracer as _BatchTracer
+except ImportError:  # pragma: no cover - a jax that moved it
+    _BatchTracer = ()
+
+
+def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
+    """Per operand and per result, one factor name per dimension, and the factors that may
+    be split."""
+    counter = [0]
+
+    def fresh():
+        counter[0] += 1
+        return f"r{counter[0]}"
+
+    # the batch is split only where every "..." matched the same dims (the results' "..."
+    # is the first parameter's; another parameter's may broadcast against it)
+    batches = {tuple(s[:len(s) - (len(l) - 1)]) for l, s in zip(tensor_labels, shapes)
+               if l is not None and "..." in l}
+    batch_ok = "..." in rule.independent and len(batches) == 1
+    names = {}  # an independent symbol -> its factor (a symbol need not be a factor name)
+    split = set()
+
+    def dims(labels, ndim):
+        if labels is None:  # no brackets: any rank, replicated
+            return [fresh() for _ in range(ndim)]
+        out = []
+        for lab in labels:
+            if lab == "...":
+                nb = ndim - (len(labels) - 1)
+                fs = [f"b{j}" if batch_ok else fresh() for j in range(nb)]
+                split.update(fs if batch_ok else ())
+                out += fs
+            elif lab is not None and lab in rule.independent:
+                f = names.setdefault(lab, f"s{len(names)}")
+                split.add(f)
+                out.append(f)
+            else:
+                out.append(fresh())
+        return out
+
+    ins = [dims(l, len(s)) for l, s in zip(tensor_labels, shapes)]
+    outs = [dims(l, len(s)) for l, s in zip(result_labels, result_shapes)]
+    return ins, outs, split
+
+
+def _usable(tensors):
+    """custom_partitioning has no vmap rule (under vmap: the plain call, whose batch rule
+    hands "..." kernels the whole batch), and only its Shardy form is derived here."""
+    return (jax.config.jax_use_shardy_partitioner and
+            not any(isinstance(x, _BatchTracer) for x in tensors))
+
+
+def _export_plain():
+    """jax.export cannot serialize custom_partitioning (its partition callback is Python):
+    a dlx call lowered for export is the plain FFI call (XLA gathers its inputs), as before
+    issue 32. Other custom_partitioning calls lower as JAX lowers them."""
+    if _cp_p is None or _mlir._lowerings.get(_cp_p) is None:
+        return
+    entry = _mlir._lowerings[_cp_p]
+    jax_rule = getattr(entry, "rule", entry)
+    if getattr(jax_rule, "_dlx", False):
+        return
+
+    def rule(ctx, *values, **params):
+        if (getattr(params.get("partition"), "_dlx", False) and
+                ctx.module_context.lowering_parameters.for_export):
+            return _mlir.lower_fun(_jcore.jaxpr_as_fun(params["call"]),
+                                   multiple_results=True)(ctx, *values)
+        return jax_rule(ctx, *values, **params)
+
+    rule._dlx = True
+    _mlir.register_lowering(_cp_p, rule, inline=getattr(entry, "inline", True))
+
+
+_export_plain()
+
+
+def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
+    """A function of the call's tensors (ins, then muts) that runs the kernel partitioned
+    along its independent dimensions, or None where there is nothing to split (no
+    independent dimension in this call; under vmap, which custom_partitioning cannot batch:
+    the plain call)."""
+    rule = _shard.rule(kernel)
+    if rule is None or not rule.independent or not _usable(tensors):
+        return None
+    tpos = {}  # parameter index -> index among the declared tensor parameters
+    for i, p in enumerate(plan):
+        if p[1] == "tensor":
+            tpos[i] = len(tpos)
+    labels = [rule.inputs[tpos[i]] for i in tensor_params]
+    nmut = len(out_types) - len(rule.results)
+    res_labels = list(rule.results) + labels[len(labels) - nmut:]
+    shapes = [tuple(x.shape) for x in tensors]
+    ins, outs, split = _factors(rule, labels, shapes, res_labels,
+                                [tuple(t.shape) for t in out_types])
+    if not split or not any(f in split for fs in ins for f in fs):
+        return None
+    everything = {f for fs in ins + outs for f in fs}
+    text = (", ".join(" ".join(fs) for fs in ins) + " -> " +
+            ", ".join(" ".join(fs) for fs in outs))
+
+    def body(*xs):
+        return tuple(_call(stage, xs, attrs))
+
+    def partition(mesh, arg_shapes, result_shape):
+        axes = _settle(mesh, ins, arg_shapes, split)
+
+        def spec(fs):
+            return NamedSharding(mesh, PartitionSpec(*[axes.get(f) for f in fs]))
+
+        return (mesh, body, tuple(spec(fs) for fs in outs), tuple(spec(fs) for fs in ins))
+
+    partition._dlx = True  # _export_plain's mark
+    f = custom_partitioning(body)
+    f.def_partition(partition, sharding_rule=text,
+                    need_replication_factors=tuple(sorted(everything - split)))
+    f.__name__ = f"dlx_{kernel.__name__}"
+
+    def run(*xs):
+        outs_ = f(*xs)
+        return list(outs_)
+
+    return run
+
+
+def _call(stage, xs, attrs):
+    _types, call = stage(list(xs))
+    return call(*xs, **attrs)
+
+
+def _settle(mesh, ins, arg_shapes, split):
+    """factor -> mesh axes (a tuple) for each split factor that can stay split."""
+    chosen, used = {}, set()
+    for fs, a in zip(ins, arg_shapes):
+        spec = tuple(a.sharding.spec) if isinstance(a.sharding, NamedSharding) else ()
+        for d, f in enumerate(fs):
+            if f not in split or f in chosen or d >= len(spec) or spec[d] is None:
+                continue
+            ax = (spec[d],) if isinstance(spec[d], str) else tuple(spec[d])
+            if ax and not used.intersection(ax):
+                chosen[f] = ax
+                used.update(ax)
+    out = {}
+    for f, ax in chosen.items():
+        n = 1
+        for x in ax:
+            n *= mesh.shape[x]
+        if all(a.shape[d] % n == 0 for fs, a in zip(ins, arg_shapes)
+               for d, g in enumerate(fs) if g == f):
+            out[f] = ax if len(ax) > 1 else ax[0]
+    return out
