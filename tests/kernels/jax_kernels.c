@@ -86,3 +86,15 @@ DLX_KERNEL(shard_accumulate, "acc: f32[k*] mut contig, y: f32[k] contig") {
     ((float *)acc->data)[i] += ((const float *)y->data)[i];
   return 0;
 }
+
+/* Makes its result as long as the whole array (8), not as its own slice: right unsharded,
+ * an error (never a silent wrong gather) once the call sees a slice. */
+DLX_KERNEL(shard_whole_result, "x: f32[b*] -> f32[b]") {
+  DLTensor *x, *y;
+  int64_t eight = 8;
+  if (dlx_arg_tensor(call, 0, &x) ||
+      dlx_return_new_tensor(call, x->device, 1, &eight, x->dtype, &y))
+    return -1;
+  for (int64_t i = 0; i < 8; ++i) ((float *)y->data)[i] = 0;
+  return 0;
+}
