@@ -145,6 +145,17 @@ def unmarked():
             "jaxpr": str(jax.make_jaxpr(f)(x))}
 
 @scenario
+def gspmd():
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        x = put(X, mesh, P("d"))
+        f = lambda x: jk.shard_rows(x, W)
+        y, seen = jax.jit(f)(x)
+        return {"ok": bool(np.allclose(y, ROWS)), "jaxpr": str(jax.make_jaxpr(f)(x))}
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", True)
+
+@scenario
 def whole_result():
     try:
         jax.block_until_ready(jax.jit(lambda x: jk.shard_whole_result(x))(
@@ -221,6 +232,11 @@ def test_jit_of_vmap_custom_vjp_and_export_keep_working(sc):
 
 def test_a_kernel_without_independent_dims_is_not_partitioned(sc):
     v = get(sc, "unmarked")
+    assert v["ok"] and "custom_partitioning" not in v["jaxpr"]
+
+
+def test_without_shardy_the_call_is_the_plain_one(sc):
+    v = get(sc, "gspmd")
     assert v["ok"] and "custom_partitioning" not in v["jaxpr"]
 
 
