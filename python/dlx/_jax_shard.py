@@ -70,9 +70,13 @@ def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
 
 def _usable(tensors):
     """custom_partitioning has no vmap rule (under vmap: the plain call, whose batch rule
-    hands "..." kernels the whole batch), and only its Shardy form is derived here."""
-    return (jax.config.jax_use_shardy_partitioner and
-            not any(isinstance(x, _BatchTracer) for x in tensors))
+    hands "..." kernels the whole batch); only its Shardy form is derived here; inside a
+    shard_map the user already split the arrays (the plain call on the local block)."""
+    if not jax.config.jax_use_shardy_partitioner:
+        return False
+    if any(isinstance(x, _BatchTracer) for x in tensors):
+        return False
+    return not getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ())
 
 
 def _export_plain():

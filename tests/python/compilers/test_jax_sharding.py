@@ -145,6 +145,15 @@ def unmarked():
             "jaxpr": str(jax.make_jaxpr(f)(x))}
 
 @scenario
+def in_shard_map():
+    x = put(X, mesh22, P("a"))
+    f = jax.shard_map(lambda x: jk.shard_rows(x, W), mesh=mesh22, in_specs=P("a"),
+                      out_specs=(P("a"), P("a")), axis_names={"a"})
+    y, seen = jax.jit(f)(x)
+    return {"ok": bool(np.allclose(y, ROWS)), "seen": np.asarray(seen).tolist(),
+            "jaxpr": str(jax.make_jaxpr(f)(x))}
+
+@scenario
 def gspmd():
     jax.config.update("jax_use_shardy_partitioner", False)
     try:
@@ -233,6 +242,11 @@ def test_jit_of_vmap_custom_vjp_and_export_keep_working(sc):
 def test_a_kernel_without_independent_dims_is_not_partitioned(sc):
     v = get(sc, "unmarked")
     assert v["ok"] and "custom_partitioning" not in v["jaxpr"]
+
+
+def test_inside_a_hand_written_shard_map_the_call_is_the_plain_one(sc):
+    v = get(sc, "in_shard_map")
+    assert v["ok"] and v["seen"] == [16] * 8 and "custom_partitioning" not in v["jaxpr"]
 
 
 def test_without_shardy_the_call_is_the_plain_one(sc):
