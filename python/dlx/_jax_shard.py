@@ -145,11 +145,7 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
                     need_replication_factors=tuple(sorted(everything - split)))
     f.__name__ = f"dlx_{kernel.__name__}"
 
-    def run(*xs):
-        outs_ = f(*xs)
-        return list(outs_)
-
-    return run
+    return lambda *xs: list(f(*xs))
 
 
 def _call(stage, xs, attrs):
