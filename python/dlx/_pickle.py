@@ -114,6 +114,37 @@ def _file_args(path, origin):
     return path, origin[2]
 
 
+_content = {}  # path -> (stat key, digest) of built libraries named by content (dlx.jax)
+
+
+def content_digest(path):
+    """The sha256 of the library file `path` as this process loaded it, computed once (the
+    file is checked unchanged by its stat key, as for pickling): what a staged XLA call
+    names its library by (dlx.jax). ValueError when the file changed or went since."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ValueError(f"the library {path} cannot be read ({_why(e)}), so its content is "
+                         "no longer known") from e
+    origin = _origins.get(path)
+    if origin is None:  # loaded without dlx.load (dlx._core.load): as it is now
+        origin = _origins[path] = ["file", _key(st), None]
+    if origin[0] == "file":
+        if origin[1] != _key(st):
+            raise ValueError(f"the library {path} changed on disk since it was loaded, so "
+                             "its content is no longer what this process runs (load it again)")
+        if origin[2] is None:
+            origin[2] = _sha256(path)
+        return origin[2]
+    hit = _content.get(path)  # dlx.build / load_inline: the file in dlx's cache
+    if hit is None:
+        hit = _content[path] = (_key(st), _sha256(path))
+    elif hit[0] != _key(st):
+        raise ValueError(f"the library {path} changed on disk since it was loaded, so its "
+                         "content is no longer what this process runs (build it again)")
+    return hit[1]
+
+
 def _record_of(path):
     """The build record of a library in dlx's cache (beside it, naming it), or None."""
     import glob

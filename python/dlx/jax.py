@@ -5,8 +5,11 @@ asks dlx._trace; the handler here stages the call as an XLA FFI call of dlx's on
 handler (src/addons/jax/dlx_xla_handler.c, built at first use against jaxlib's headers into
 dlx's cache). Result shapes and dtypes come from the declaration (dlx._infer), `mut`
 parameters are outputs aliased to their inputs, scalars travel as attributes. The kernel is
-named in the program by an index into the handler's registry plus its name, both checked by
-the handler: a program cannot make dlx call anything dlx did not register.
+named in the program by what it is: its library's sha256 (dlx_lib), its name and its
+declaration, matched by the handler against the kernels dlx registered (a program, saved or
+not, cannot make dlx call anything else). A library the process has not registered is
+looked for among the libraries it loaded, then in dlx's cache by digest (`_find`): never at
+a path the program carries (docs/jax.md, "Saved programs").
 
 Eager calls on JAX arrays never come here."""
 import ctypes
@@ -16,14 +19,15 @@ import threading
 import jax
 import numpy as np
 
-from . import _core, _infer, _trace
+from . import _core, _infer, _pickle, _trace
 
 TARGET = "dlx_kernel"  # the one FFI target every kernel runs through
 
 _lock = threading.RLock()
 _handler = None  # the handler library (ctypes), once built and registered
-_ids = {}  # kernel -> its registry id
+_refs = {}  # kernel -> the attributes its staged calls name it by
 _keep = []  # the kernels' handle capsules: the handler's registry points into them
+_hashed = {}  # a cache file's path -> (stat key, sha256), for _find
 
 _DLX_TO_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
               "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
@@ -50,13 +54,16 @@ def _build_handler():
     from . import _build
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "addon")
-    path = _build.build([os.path.join(here, "dlx_xla_handler.c")], name="dlx_xla_handler",
+    path = _build.build([os.path.join(here, "dlx_xla_handler.c"),
+                         os.path.join(here, "dlx_kernel_ref.c")], name="dlx_xla_handler",
                         include_dirs=[jax.ffi.include_dir(), here], cflags=["-std=c11", "-g"])
     lib = ctypes.CDLL(path)
     lib.dlx_xla_init.argtypes = [ctypes.c_void_p]
-    lib.dlx_xla_register.argtypes = [ctypes.c_void_p]
+    lib.dlx_xla_register.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.dlx_xla_set_finder.argtypes = [_FINDER]
     if lib.dlx_xla_init(_capsule_pointer(_core._invoke_api(), b"dlx.invoke_api")) != 0:
         raise RuntimeError("dlx.jax: the XLA handler does not match this dlx")
+    lib.dlx_xla_set_finder(_finder)
     # instantiate: an empty state per call site, which its first run fills with what it
     # proved (kernel id, arguments, shapes): later runs pass only buffers and the stream
     def bundle(sym):
@@ -72,20 +79,97 @@ def _build_handler():
     return lib
 
 
-def _kernel_id(kernel):
+def _handler_lib():
     global _handler
     with _lock:
-        if kernel in _ids:
-            return _ids[kernel]
         if _handler is None:
             _handler = _build_handler()
+        return _handler
+
+
+def _kernel_ref(kernel):
+    """The attributes naming `kernel` in its staged calls (its library's sha256, its name
+    and declaration, the library's path for messages); the kernel is registered with the
+    handler the first time (its library hashed once)."""
+    ref = _refs.get(kernel)
+    if ref is not None:
+        return ref
+    with _lock:
+        if kernel in _refs:
+            return _refs[kernel]
+        handler = _handler_lib()
+        path = kernel._path
+        try:
+            digest = _pickle.content_digest(path)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{kernel.__name__}(): cannot stage it: {e}") from e
         cap = kernel._handle()
-        kid = _handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"))
-        if kid < 0:
+        if handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"),
+                                    digest.encode(), kernel.signature.encode()) < 0:
             raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
         _keep.append(cap)
-        _ids[kernel] = kid
-        return kid
+        _refs[kernel] = ref = {"dlx_lib": digest, "dlx_name": kernel.__name__,
+                               "dlx_decl": kernel.signature, "dlx_from": path}
+        return ref
+
+
+def _register_digest(lib, digest):
+    """Register lib's declared kernels; True when its content is `digest`."""
+    register(lib)
+    return any(_refs.get(lib[n], {}).get("dlx_lib") == digest for n in lib.kernels)
+
+
+def _cached_digest(path):
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    hit = _hashed.get(path)
+    if hit is None or hit[0] != key:
+        hit = _hashed[path] = (key, _pickle._sha256(path))
+    return hit[1]
+
+
+def _find(digest):
+    """The handler asks for a library no registered kernel comes from (a saved program's,
+    on its call site's first run): 1 when it is now registered. Looked for among the
+    libraries this process loaded, then among dlx's cache's built libraries (the user's
+    own builds) by content; the cache's checks apply to loading it (dlx.load). A path the
+    program names is never opened: it is data, and loading it must not run code it names."""
+    import glob
+
+    from . import _build, load
+
+    with _lock:
+        for path in list(_pickle._origins):
+            try:
+                if _pickle.content_digest(path) == digest:
+                    return int(_register_digest(load(path), digest))
+            except Exception:  # noqa: BLE001 - changed or gone since: not that library
+                continue
+        try:
+            folder = _build.kernels_dir()
+        except OSError:
+            return 0
+        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "lib*.so"))):
+            if os.path.basename(path).startswith("libdlx_xla_handler-"):
+                continue
+            try:
+                if _cached_digest(path) == digest:
+                    # checked again while loading (digest, unchanged while loaded)
+                    return int(_register_digest(_pickle._load_file(path, digest), digest))
+            except Exception:  # noqa: BLE001 - unreadable, or not a library dlx loads
+                continue
+        return 0
+
+
+_FINDER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p)
+
+
+@_FINDER
+def _finder(digest):
+    try:
+        return _find(digest.decode("ascii"))
+    except BaseException:  # noqa: BLE001 - never raise into XLA's thread: "not found"
+        return 0
 
 
 def register(lib):
@@ -96,7 +180,7 @@ def register(lib):
         k = lib[name]
         if k._plan is None:
             continue
-        _kernel_id(k)
+        _kernel_ref(k)
         out[name] = TARGET
     return out
 
@@ -212,8 +296,7 @@ def staged_call(kernel, args, kwargs):
         return out_types, call
 
     out_types, call = stage(ins + muts)  # checks the arguments at trace time, whole
-    kid = np.int64(_kernel_id(kernel))
-    fixed = dict(dlx_id=kid, dlx_name=name, dlx_none=np.int64(none), **attrs)
+    fixed = dict(_kernel_ref(kernel), dlx_none=np.int64(none), **attrs)
     partitioned = None
     if out_types and not kernel._effects and _many_devices():
         from . import _jax_shard
@@ -270,3 +353,21 @@ except ImportError:  # pragma: no cover - a jax that moved it: find the current 
 
 _trace.register(_is_tracer, staged_call)
 _trace.register_active(_tracing, staged_call)
+
+
+# The FFI target is registered on import: a process that deserializes a saved program and
+# loaded none of its libraries gets dlx's error naming them, not XLA's "no handler".
+_handler_lib()
+
+
+def export(fun, *, disabled_checks=(), **kwargs):
+    """jax.export.export(fun) for a function that calls dlx kernels (jax.jit applied when
+    it is not jitted yet): dlx's FFI target is allowed (jax.export refuses custom calls it
+    does not know to be stable; a dlx call names its kernel by content, docs/jax.md "Saved
+    programs"). Returns jax.export's Exported, called with the argument shapes."""
+    from jax import export as jax_export
+
+    if not hasattr(fun, "lower"):
+        fun = jax.jit(fun)
+    checks = [*disabled_checks, jax_export.DisabledSafetyCheck.custom_call(TARGET)]
+    return jax_export.export(fun, disabled_checks=checks, **kwargs)

@@ -95,6 +95,12 @@ static PyObject *kernel_repr(PyObject *self) {
   return PyUnicode_FromFormat("<dlx.Kernel %s of %R>", k->info.name, k->path);
 }
 
+/* kernel._path: its library's path (dlx.jax names the library in a staged call by it) */
+static PyObject *kernel_get_path(PyObject *self, void *closure) {
+  (void)closure;
+  return Py_NewRef(((KernelObject *)self)->path);
+}
+
 static PyObject *kernel_get_name(PyObject *self, void *closure) {
   (void)closure;
   return PyUnicode_FromString(((KernelObject *)self)->info.name);
@@ -509,6 +515,7 @@ static PyGetSetDef kernel_getset[] = {
     {"_nogil", kernel_get_nogil, NULL, NULL, NULL},
     {"_effects", kernel_get_effects, NULL, NULL, NULL},
     {"_plan", kernel_get_plan, NULL, NULL, NULL},
+    {"_path", kernel_get_path, NULL, NULL, NULL},
     {"_derived", kernel_get_derived, NULL, NULL, NULL},
     {"_schema", kernel_get_schema, NULL, NULL, NULL},
     {"_shard", kernel_get_shard, NULL, NULL, NULL},

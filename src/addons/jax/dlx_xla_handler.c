@@ -3,9 +3,11 @@
  * runs through it (python/dlx/jax.py builds this file at first use, against jaxlib's
  * xla/ffi/api/c_api.h, into dlx's cache).
  *
- * Per call: the attributes to dlx_attr, the kernel from the registry (attribute dlx_id, an
- * index, checked against the registered name in dlx_name: a traced program can only pick
- * a kernel dlx registered, never an address), the buffers to DLTensors (row-major, the
+ * Per call: the attributes to dlx_attr, the kernel from the registry by what it is (the
+ * attributes dlx_lib, dlx_name and dlx_decl: its library's sha256, its name and its
+ * declaration, decoded and matched by dlx_kernel_ref.c: a program, serialized or not, can
+ * only pick a kernel dlx registered, never an address or another library's kernel of the
+ * same name), the buffers to DLTensors (row-major, the
  * layout ffi_call asks for), the arguments bound by dlx_invoke_bind, the kernel run by
  * dlx_invoke_run on XLA's stream, a kernel error returned as an XLA FFI error with the
  * kernel's message. No allocation, no Python.
@@ -20,6 +22,7 @@
 
 #include "dlx/dlx.h"
 #include "dlx_invoke.h"
+#include "dlx_kernel_ref.h"
 
 #define MAX_KERNELS 4096
 #define MAX_ATTRS 80
@@ -34,7 +37,12 @@ typedef struct entry {
 
 static const dlx_invoke_api *api;
 static entry registry[MAX_KERNELS];
+static dlx_kernel_key keys[MAX_KERNELS]; /* registry[i] by content, for dlx_kernel_ref_find */
 static atomic_int registered; /* entries below it are complete (release/acquire) */
+/* dlx.jax's finder: asked (with the GIL, by ctypes) for a library this process has not
+ * registered, by digest; it loads and registers it from what this process loaded or from
+ * dlx's cache, and returns 1 when it did. Set once, before any program runs. */
+static int (*finder)(const char *digest);
 
 /* Called once by dlx.jax with _core's invoke API; -1 for an older or unknown one. */
 DLX_EXPORT int dlx_xla_init(const dlx_invoke_api *a) {
@@ -43,15 +51,29 @@ DLX_EXPORT int dlx_xla_init(const dlx_invoke_api *a) {
   return 0;
 }
 
-/* A kernel's id (its registry index), or -1 when full or its name is too long. Called by
- * dlx.jax under its lock; the handle's capsule is kept alive by dlx.jax for good. */
-DLX_EXPORT int dlx_xla_register(const dlx_kernel_handle *h) {
+DLX_EXPORT void dlx_xla_set_finder(int (*find)(const char *digest)) { finder = find; }
+
+/* A kernel's registry index, or -1 when full, its name is too long, the digest is no
+ * sha256 or out of memory. Called by dlx.jax under its lock; the handle's capsule is kept
+ * alive by dlx.jax for good, and the declaration copied (kept for good too). */
+DLX_EXPORT int dlx_xla_register(const dlx_kernel_handle *h, const char *digest,
+                                const char *decl) {
   int n = atomic_load_explicit(&registered, memory_order_relaxed);
-  if (!h || !h->fn || !h->name || n >= MAX_KERNELS || strlen(h->name) >= sizeof registry[0].name)
+  if (!h || !h->fn || !h->name || !digest || !decl || n >= MAX_KERNELS ||
+      strlen(h->name) >= sizeof registry[0].name || strlen(digest) != 64 ||
+      strlen(decl) > DLX_REF_DECL_MAX)
     return -1;
+  char *copy = malloc(strlen(decl) + 1);
+  if (!copy) return -1;
+  memcpy(copy, decl, strlen(decl) + 1);
   registry[n].h = *h;
   registry[n].len = strlen(h->name);
   memcpy(registry[n].name, h->name, registry[n].len + 1);
+  memcpy(keys[n].digest, digest, 65);
+  keys[n].name = registry[n].name;
+  keys[n].name_len = registry[n].len;
+  keys[n].decl = copy;
+  keys[n].decl_len = strlen(copy);
   atomic_store_explicit(&registered, n + 1, memory_order_release);
   return n;
 }
@@ -405,7 +427,7 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   }
 
   /* A call site's attributes and shapes are static: its first successful run proves them
-   * (kernel id, binding, the plan's checks) and later runs reuse the proof. */
+   * (the kernel, binding, the plan's checks) and later runs reuse the proof. */
   instance *inst = instance_of(cf);
   if (inst && atomic_load_explicit(&inst->ready, memory_order_acquire) == 2)
     return run_proved(cf, inst, dev, stream);
@@ -419,41 +441,30 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     return fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, "dlx: too many attributes or buffers");
   }
   dlx_attr attrs[MAX_ATTRS];
-  const dlx_attr *id = NULL, *nm = NULL; /* found in the same pass */
-  for (int64_t i = 0; i < na; ++i) {
-    dlx_attr *a = &attrs[i];
-    to_attr(&cf->attrs, i, a);
-    if (a->name_len == 6 && memcmp(a->name, "dlx_id", 6) == 0) id = a;
-    else if (a->name_len == 8 && memcmp(a->name, "dlx_name", 8) == 0) nm = a;
-  }
+  for (int64_t i = 0; i < na; ++i) to_attr(&cf->attrs, i, &attrs[i]);
 
-  /* which kernel: an index into what dlx registered, and its name must agree */
-  int64_t k = -1;
-  if (id && id->type == DLX_ATTR_I64) memcpy(&k, id->data, sizeof k);
-  int n = atomic_load_explicit(&registered, memory_order_acquire);
+  /* which kernel: by its library's digest, its name and its declaration (looked up once
+   * per call site: the proved path does not come here) */
   const entry *e = NULL;
   XLA_FFI_Error *ret = NULL;
-  if (k < 0 || k >= n || !nm || nm->type != DLX_ATTR_STR || (size_t)nm->len != registry[k].len ||
-      memcmp(nm->data, registry[k].name, (size_t)nm->len) != 0) {
-    /* named after the kernel the call names (printable ASCII of it: the text is the
-     * program's, not trusted to be UTF-8), else after the one its id is */
-    char name[129] = "dlx", ids[48] = "no int64 dlx_id";
-    if (id && id->type == DLX_ATTR_I64) snprintf(ids, sizeof ids, "dlx_id %lld", (long long)k);
-    if (nm && nm->type == DLX_ATTR_STR) {
-      size_t len = nm->len < 0 ? 0 : nm->len > 128 ? 128 : (size_t)nm->len;
-      for (size_t i = 0; i < len; ++i) {
-        char c = ((const char *)nm->data)[i];
-        name[i] = c >= 0x20 && c < 0x7f ? c : '?';
-      }
-      name[len] = 0;
-    } else if (k >= 0 && k < n) {
-      snprintf(name, sizeof name, "%s", registry[k].name);
-    }
-    snprintf(msg, sizeof msg, "%s%s the call's dlx_id/dlx_name attributes name no kernel dlx "
-             "registered in this process (%s%s; the ids are this process's: stage the call "
-             "by calling the kernel under jax.jit)", name, strcmp(name, "dlx") ? "():" : ":", ids,
-             nm && nm->type == DLX_ATTR_STR ? "" : ", no str dlx_name");
+  dlx_kernel_ref ref;
+  if (dlx_kernel_ref_decode(attrs, (int32_t)na, &ref, msg, sizeof msg)) {
     ret = fail(x, XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
+    goto out;
+  }
+  int64_t k = dlx_kernel_ref_find(&ref, keys, atomic_load_explicit(&registered,
+                                  memory_order_acquire), msg, sizeof msg);
+  if (k == DLX_REF_NOT_LOADED && finder) { /* loaded here but not registered, or cached */
+    char digest[65];
+    memcpy(digest, ref.digest, 64);
+    digest[64] = 0;
+    if (finder(digest) == 1)
+      k = dlx_kernel_ref_find(&ref, keys, atomic_load_explicit(&registered,
+                              memory_order_acquire), msg, sizeof msg);
+  }
+  if (k < 0) {
+    ret = fail(x, k == DLX_REF_NOT_LOADED ? XLA_FFI_Error_Code_NOT_FOUND
+                                          : XLA_FFI_Error_Code_INVALID_ARGUMENT, msg);
     goto out;
   }
   e = &registry[k];

@@ -1,0 +1,53 @@
+/* fuzz_kernel_ref.c - dlx_kernel_ref_decode over a call's attributes as a deserialized
+ * program may carry them (any names, types, lengths and bytes), then dlx_kernel_ref_find
+ * against a small registry: every message fits, a found index is in range and matches. */
+#include <string.h>
+
+#include "dlx_kernel_ref.h"
+#include "fuzz_input.h"
+
+#define N_ATTRS 8
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fuzz_in in = {data, size};
+  dlx_attr attrs[N_ATTRS];
+  char *owned[2 * N_ATTRS] = {0};
+  int32_t n = fuzz_byte(&in) % (N_ATTRS + 1);
+  for (int32_t i = 0; i < n; ++i) {
+    char *name = fuzz_str(&in), *value = fuzz_str(&in);
+    owned[2 * i] = name;
+    owned[2 * i + 1] = value;
+    uint8_t type = fuzz_byte(&in) % 6;
+    size_t vlen = value ? strlen(value) : 0;
+    /* a STR's bytes as given (exact allocation); other types point at the same bytes,
+     * with a length that fits them */
+    attrs[i] = (dlx_attr){name, name ? strlen(name) : 0, type, value,
+                          type == DLX_ATTR_STR ? (int64_t)vlen
+                          : type == DLX_ATTR_I64S || type == DLX_ATTR_F64S ? (int64_t)(vlen / 8)
+                                                                            : (vlen >= 8)};
+  }
+  dlx_kernel_ref ref;
+  char err[600];
+  err[0] = 0;
+  size_t errlen = 1 + fuzz_byte(&in) % sizeof err;
+  if (dlx_kernel_ref_decode(attrs, n, &ref, err, errlen) == 0) {
+    FUZZ_CHECK(dlx_kernel_ref_valid_name(ref.name, ref.name_len));
+    FUZZ_CHECK(ref.decl_len > 0 && ref.decl_len <= DLX_REF_DECL_MAX);
+    dlx_kernel_key keys[3] = {
+        {"", "square", 6, "x: f32[n] -> f32[n]", 19},
+        {"", "square", 6, "x: f32[n] -> f32[n]", 19},
+        {"", "neg", 3, "x: f32[n] -> f32[n]", 19},
+    };
+    memset(keys[0].digest, 'a', 64);
+    memcpy(keys[1].digest, ref.digest, 64); /* the call's library: its name may match */
+    memset(keys[2].digest, 'b', 64);
+    int64_t k = dlx_kernel_ref_find(&ref, keys, 3, err, errlen);
+    FUZZ_CHECK(k == DLX_REF_NOT_LOADED || k == DLX_REF_MISMATCH || (k >= 0 && k < 3));
+    if (k >= 0)
+      FUZZ_CHECK(memcmp(keys[k].digest, ref.digest, 64) == 0 &&
+                 keys[k].name_len == ref.name_len && keys[k].decl_len == ref.decl_len);
+  }
+  FUZZ_CHECK(memchr(err, 0, errlen) != NULL);
+  for (int i = 0; i < 2 * N_ATTRS; ++i) free(owned[i]);
+  return 0;
+}
