@@ -255,25 +255,25 @@ def test_forged_kernel_attribute_refused(ck):
     import dlx.jax
 
     dlx.jax.register(ck)
-    kid = dlx.jax._ids[ck.square]
+    ref = dlx.jax._kernel_ref(ck.square)
     call = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((3,), jnp.float32))
     x = f32(3)
-    for attrs in (dict(dlx_id=np.int64(10**6), dlx_name="square"),  # no such entry
-                  dict(dlx_id=np.int64(-1), dlx_name="square"),
-                  dict(dlx_id=np.int64(kid), dlx_name="outer"),  # another kernel's name
-                  dict(dlx_id=np.int32(kid), dlx_name="square"),  # another type
-                  dict(dlx_name="square")):  # none
-        with pytest.raises(jax.errors.JaxRuntimeError, match="name no kernel dlx registered"):
+    for attrs, words in ((dict(ref, dlx_lib="f" * 64), "which this process has not loaded"),
+                         (dict(ref, dlx_name="outer"), r"outer\(\): the program was staged with "
+                                                       "the declaration"),  # another kernel
+                         (dict(ref, dlx_name="nosuch"), "has no declared kernel of that name"),
+                         (dict(ref, dlx_lib=np.int64(1)), r"attribute dlx_lib\) is not a sha256"),
+                         (dict(dlx_name="square"), r"attribute dlx_lib\) is missing")):
+        with pytest.raises(jax.errors.JaxRuntimeError, match=words):
             jax.block_until_ready(jax.jit(lambda x: call(x, dlx_none=np.int64(0), **attrs))(x))
     # the right kernel with arguments it does not take: refused by the binding
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"square\(\): the call has 2 input"):
-        jax.block_until_ready(jax.jit(lambda x: call(x, x, dlx_id=np.int64(kid),
-                                                      dlx_name="square"))(x))
+        jax.block_until_ready(jax.jit(lambda x: call(x, x, **ref))(x))
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"kinds\(\): 'i': attribute p_i must"):
         call2 = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((3,), jnp.float32))
-        k2 = dlx.jax._kernel_id(ck.kinds)
+        ref2 = dlx.jax._kernel_ref(ck.kinds)
         jax.block_until_ready(jax.jit(lambda x: call2(
-            x, dlx_id=np.int64(k2), dlx_name="kinds", p_i=np.float64(1), p_f=np.float64(1),
+            x, **ref2, p_i=np.float64(1), p_f=np.float64(1),
             p_b=np.int64(0), p_s="once", p_li=np.zeros(1, np.int64),
             p_lf=np.zeros(1, np.float64), dlx_none=np.int64(1 << 7)))(x))
 

@@ -238,8 +238,7 @@ def test_hand_built_mut_output_must_alias_its_input(ck):
     import dlx.jax
 
     dlx.jax.register(ck)
-    attrs = dict(dlx_id=np.int64(dlx.jax._ids[ck.scale]), dlx_name="scale",
-                 dlx_none=np.int64(0), p_a=np.float64(3.0))
+    attrs = dict(dlx.jax._kernel_ref(ck.scale), dlx_none=np.int64(0), p_a=np.float64(3.0))
     out = jax.ShapeDtypeStruct((4,), jnp.float32)
     x = f32(4)
     unaliased = jax.ffi.ffi_call(dlx.jax.TARGET, out)
@@ -260,15 +259,18 @@ def test_refused_staged_call_names_the_kernel(ck):
     import dlx.jax
 
     dlx.jax.register(ck)
-    kid = dlx.jax._ids[ck.square]
+    ref = dlx.jax._kernel_ref(ck.square)
     call = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((3,), jnp.float32))
-    for attrs, name in ((dict(dlx_id=np.int64(kid)), "square"),  # its id, no name
-                        (dict(dlx_id=np.int64(10**6), dlx_name="square"), "square"),
-                        (dict(dlx_name="squ\x01are"), "squ?are")):  # printable only
+    for attrs, words in (({k: v for k, v in ref.items() if k != "dlx_name"},
+                          "dlx: the call's kernel name (attribute dlx_name) is missing"),
+                         (dict(ref, dlx_lib="0" * 64), "square(): the program runs kernel "
+                                                       "'square' of library sha256 " + "0" * 64),
+                         (dict(ref, dlx_name="squ\x01are"),  # printable only
+                          "kernel name (attribute dlx_name) is 'squ?are'")):
         with pytest.raises(jax.errors.JaxRuntimeError) as e:
             jax.block_until_ready(jax.jit(lambda x: call(x, dlx_none=np.int64(0), **attrs))(
                 f32(3)))
-        assert f"{name}(): the call's dlx_id/dlx_name attributes name no kernel" in str(e.value)
+        assert words in str(e.value)
 
 
 @pytest.mark.parametrize("dtype", ["int4", "uint4", "float8_e4m3fn", "float8_e5m2"])
