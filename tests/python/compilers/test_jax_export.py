@@ -187,7 +187,8 @@ def test_a_carried_path_is_never_loaded(ck, tmp_path):
 
 def test_shape_polymorphic_export(ck, tmp_path):
     n, = jax.export.symbolic_shape("n")
-    prog, exp = saved(tmp_path, lambda x: ck.square(x) * 2, jax.ShapeDtypeStruct((n, 2), jnp.float32))
+    prog, exp = saved(tmp_path, lambda x: ck.square(x) * 2,
+                      jax.ShapeDtypeStruct((n, 2), jnp.float32))
     for rows in (1, 3):
         x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
         np.testing.assert_array_equal(exp.call(x), x * x * 2)
@@ -250,8 +251,8 @@ def test_tampered_programs_refused(ck, tmp_path):
         short = tmp_path / f"cut{cut}.bin"
         short.write_bytes(prog.read_bytes()[:cut])
         r = run_python(f"import jax, dlx.jax\ntry:\n    jax.export.deserialize(open("
-                       f"{str(short)!r}, 'rb').read())\nexcept Exception as e:\n    print('REFUSED')\n",
-                       check=False)
+                       f"{str(short)!r}, 'rb').read())\n"
+                       "except Exception as e:\n    print('REFUSED')\n", check=False)
         assert r.returncode == 0 and "REFUSED" in r.stdout, r.stderr[-2000:]
 
 
