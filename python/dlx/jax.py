@@ -59,7 +59,7 @@ def _build_handler():
                         include_dirs=[jax.ffi.include_dir(), here], cflags=["-std=c11", "-g"])
     lib = ctypes.CDLL(path)
     lib.dlx_xla_init.argtypes = [ctypes.c_void_p]
-    lib.dlx_xla_register.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.dlx_xla_register.argtypes = [ctypes.c_void_p] + [ctypes.c_char_p] * 3
     lib.dlx_xla_set_finder.argtypes = [_FINDER]
     if lib.dlx_xla_init(_capsule_pointer(_core._invoke_api(), b"dlx.invoke_api")) != 0:
         raise RuntimeError("dlx.jax: the XLA handler does not match this dlx")
@@ -105,7 +105,8 @@ def _kernel_ref(kernel):
             raise ValueError(f"{kernel.__name__}(): cannot stage it: {e}") from e
         cap = kernel._handle()
         if handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"),
-                                    digest.encode(), kernel.signature.encode()) < 0:
+                                    digest.encode(), kernel.signature.encode(),
+                                    os.fsencode(path)) < 0:
             raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
         _keep.append(cap)
         _refs[kernel] = ref = {"dlx_lib": digest, "dlx_name": kernel.__name__,

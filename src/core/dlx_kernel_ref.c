@@ -132,7 +132,7 @@ int dlx_kernel_ref_decode(const dlx_attr *attrs, int32_t nattrs, dlx_kernel_ref 
 
 int64_t dlx_kernel_ref_find(const dlx_kernel_ref *ref, const dlx_kernel_key *keys, int64_t n,
                             char *err, size_t errlen) {
-  int64_t same_lib = -1, same_name = -1;
+  int64_t same_lib = -1, same_name = -1, same_path = -1;
   for (int64_t i = 0; i < n; ++i) {
     const dlx_kernel_key *k = &keys[i];
     int lib = memcmp(k->digest, ref->digest, 64) == 0;
@@ -150,6 +150,9 @@ int64_t dlx_kernel_ref_find(const dlx_kernel_ref *ref, const dlx_kernel_key *key
     }
     if (lib && same_lib < 0) same_lib = i;
     if (name && same_name < 0) same_name = i;
+    if (name && same_path < 0 && k->path && ref->from_len && strlen(k->path) == ref->from_len &&
+        memcmp(k->path, ref->from, ref->from_len) == 0)
+      same_path = i;
   }
   char from[DLX_REF_FROM_MAX / 16 + 8];
   shown(from, sizeof from, ref->from, ref->from_len, DLX_REF_FROM_MAX / 16);
@@ -158,6 +161,15 @@ int64_t dlx_kernel_ref_find(const dlx_kernel_ref *ref, const dlx_kernel_key *key
              "of that name: not a program dlx staged, or one altered since", (int)ref->name_len,
              ref->name, ref->digest, from[0] ? from : "an unnamed file");
     return DLX_REF_MISMATCH;
+  }
+  if (same_path >= 0) { /* the file it was traced from, with other content now */
+    snprintf(err, errlen, "%.*s(): the program runs kernel '%.*s' of library sha256 %.64s, "
+             "but %s, the file it was traced from, is loaded here with other content (sha256 "
+             "%.64s): the library changed since the program was staged; not run (load the "
+             "library the program was staged with, or stage the program again)",
+             (int)ref->name_len, ref->name, (int)ref->name_len, ref->name, ref->digest, from,
+             keys[same_path].digest);
+    return DLX_REF_NOT_LOADED;
   }
   snprintf(err, errlen, "%.*s(): the program runs kernel '%.*s' of library sha256 %.64s "
            "(traced from %s), which this process has not loaded and dlx's cache does not "

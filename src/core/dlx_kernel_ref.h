@@ -37,6 +37,7 @@ typedef struct dlx_kernel_key {
   size_t name_len;
   const char *decl;
   size_t decl_len;
+  const char *path; /* the file it was loaded from (NULL: unknown), for messages */
 } dlx_kernel_key;
 
 /* Decode the reference from a call's attributes: "dlx_lib" (STR, a sha256 in hex),

@@ -23,9 +23,9 @@ static int decode(const dlx_attr *a, int32_t n, dlx_kernel_ref *ref, char *err) 
 }
 
 static const dlx_kernel_key keys[] = {
-    {LIB_B, "square", 6, DECL, sizeof DECL - 1}, /* another library's kernel of that name */
-    {LIB_A, "neg", 3, DECL, sizeof DECL - 1},
-    {LIB_A, "square", 6, DECL, sizeof DECL - 1},
+    {LIB_B, "square", 6, DECL, sizeof DECL - 1, "/tmp/libother.so"}, /* another library's */
+    {LIB_A, "neg", 3, DECL, sizeof DECL - 1, NULL},
+    {LIB_A, "square", 6, DECL, sizeof DECL - 1, "/tmp/libsq.so"},
 };
 
 static void test_decodes_and_finds_by_content(void **state) {
@@ -59,10 +59,18 @@ static void test_not_loaded_and_mismatch(void **state) {
   assert_non_null(strstr(err, "has no declared kernel of that name"));
   a[0] = str("dlx_lib", "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc");
   a[1] = str("dlx_name", "square");
+  a[3] = str("dlx_from", "/tmp/elsewhere.so");
   assert_int_equal(decode(a, 4, &ref, err), 0);
   assert_int_equal(dlx_kernel_ref_find(&ref, keys, 3, err, sizeof err), DLX_REF_NOT_LOADED);
-  assert_non_null(strstr(err, "(traced from /tmp/libsq.so), which this process has not loaded"));
+  assert_non_null(strstr(err, "(traced from /tmp/elsewhere.so), which this process has not "
+                              "loaded"));
   assert_non_null(strstr(err, "a kernel of that name from another library is loaded"));
+  /* traced from the file another library was loaded from: it changed since */
+  a[3] = str("dlx_from", "/tmp/libother.so");
+  assert_int_equal(decode(a, 4, &ref, err), 0);
+  assert_int_equal(dlx_kernel_ref_find(&ref, keys, 3, err, sizeof err), DLX_REF_NOT_LOADED);
+  assert_non_null(strstr(err, "but /tmp/libother.so, the file it was traced from, is loaded "
+                              "here with other content (sha256 " LIB_B "): the library changed"));
   char tiny[8]; /* cut, still terminated */
   assert_int_equal(dlx_kernel_ref_find(&ref, keys, 3, tiny, sizeof tiny), DLX_REF_NOT_LOADED);
   assert_int_equal(strlen(tiny), 7);

@@ -34,9 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(dlx_kernel_ref_valid_name(ref.name, ref.name_len));
     FUZZ_CHECK(ref.decl_len > 0 && ref.decl_len <= DLX_REF_DECL_MAX);
     dlx_kernel_key keys[3] = {
-        {"", "square", 6, "x: f32[n] -> f32[n]", 19},
-        {"", "square", 6, "x: f32[n] -> f32[n]", 19},
-        {"", "neg", 3, "x: f32[n] -> f32[n]", 19},
+        {"", "square", 6, "x: f32[n] -> f32[n]", 19, "/tmp/libsq.so"},
+        {"", "square", 6, "x: f32[n] -> f32[n]", 19, NULL},
+        {"", "neg", 3, "x: f32[n] -> f32[n]", 19, "/tmp/libneg.so"},
     };
     memset(keys[0].digest, 'a', 64);
     memcpy(keys[1].digest, ref.digest, 64); /* the call's library: its name may match */

@@ -55,17 +55,22 @@ DLX_EXPORT void dlx_xla_set_finder(int (*find)(const char *digest)) { finder = f
 
 /* A kernel's registry index, or -1 when full, its name is too long, the digest is no
  * sha256 or out of memory. Called by dlx.jax under its lock; the handle's capsule is kept
- * alive by dlx.jax for good, and the declaration copied (kept for good too). */
+ * alive by dlx.jax for good, the declaration and path copied (kept for good too). */
 DLX_EXPORT int dlx_xla_register(const dlx_kernel_handle *h, const char *digest,
-                                const char *decl) {
+                                const char *decl, const char *path) {
   int n = atomic_load_explicit(&registered, memory_order_relaxed);
-  if (!h || !h->fn || !h->name || !digest || !decl || n >= MAX_KERNELS ||
+  if (!h || !h->fn || !h->name || !digest || !decl || !path || n >= MAX_KERNELS ||
       strlen(h->name) >= sizeof registry[0].name || strlen(digest) != 64 ||
       strlen(decl) > DLX_REF_DECL_MAX)
     return -1;
-  char *copy = malloc(strlen(decl) + 1);
-  if (!copy) return -1;
+  char *copy = malloc(strlen(decl) + 1), *where = malloc(strlen(path) + 1);
+  if (!copy || !where) {
+    free(copy);
+    free(where);
+    return -1;
+  }
   memcpy(copy, decl, strlen(decl) + 1);
+  memcpy(where, path, strlen(path) + 1);
   registry[n].h = *h;
   registry[n].len = strlen(h->name);
   memcpy(registry[n].name, h->name, registry[n].len + 1);
@@ -74,6 +79,7 @@ DLX_EXPORT int dlx_xla_register(const dlx_kernel_handle *h, const char *digest,
   keys[n].name_len = registry[n].len;
   keys[n].decl = copy;
   keys[n].decl_len = strlen(copy);
+  keys[n].path = where;
   atomic_store_explicit(&registered, n + 1, memory_order_release);
   return n;
 }

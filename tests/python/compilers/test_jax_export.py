@@ -235,7 +235,8 @@ def test_tampered_programs_refused(ck, tmp_path):
     digest = sha256(KERNELS).encode()
     bad = forged(tmp_path, prog, digest, b"0" * 64, "digest.bin")
     child(bad, load, expect_error=["square(): the program runs kernel 'square' of library "
-                                   "sha256 " + "0" * 64, "has not loaded"])
+                                   "sha256 " + "0" * 64, "loaded here with other content",
+                                   "not run"])
     bad = forged(tmp_path, prog, digest, b"Z" * 64, "notdigest.bin")
     child(bad, load, expect_error="square(): the call's library digest (attribute dlx_lib) "
                                   "is not a sha256")
@@ -264,8 +265,9 @@ def test_library_changed_on_disk_since_export(tmp_path):
     with open(copy, "ab") as f:  # still a library that loads: trailing bytes
         f.write(b"\0changed")
     child(prog, f"lib = dlx.load({str(copy)!r}); dlx.jax.register(lib)\n",
-          expect_error=[f"sha256 {sha256(KERNELS)}", f"traced from {copy}", "has not loaded",
-                        "a kernel of that name from another library is loaded and is not run"])
+          expect_error=[f"sha256 {sha256(KERNELS)}, but {copy}, the file it was traced from, "
+                        f"is loaded here with other content (sha256 {sha256(copy)}): the "
+                        "library changed since the program was staged; not run"])
     # in this process the loaded library is no longer the file's content: not staged anew
     with pytest.raises(ValueError, match=r"outer\(\): cannot stage it: the library .* changed "
                                          r"on disk since it was loaded"):
