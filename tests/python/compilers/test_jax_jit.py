@@ -258,7 +258,9 @@ def test_forged_kernel_attribute_refused(ck):
     ref = dlx.jax._kernel_ref(ck.square)
     call = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((3,), jnp.float32))
     x = f32(3)
-    for attrs, words in ((dict(ref, dlx_lib="f" * 64), "which this process has not loaded"),
+    for attrs, words in ((dict(ref, dlx_lib="f" * 64, dlx_from="/elsewhere.so"),
+                          "which this process has not loaded"),
+                         (dict(ref, dlx_lib="f" * 64), "is loaded here with other content"),
                          (dict(ref, dlx_name="outer"), r"outer\(\): the program was staged with "
                                                        "the declaration"),  # another kernel
                          (dict(ref, dlx_name="nosuch"), "has no declared kernel of that name"),
