@@ -95,7 +95,7 @@ def check(text, what):
             raise ValueError(f"format {data.get('format')!r}")
         entries = [(ns, str(e["library"]), str(e["sha256"]), dict(e["operators"]))
                    for ns, e in namespaces.items()]
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"{what}: its dlx manifest is not one dlx wrote ({e})") from e
     regs = _registrations()
     for ns, path, sha, ops in entries:

@@ -164,3 +164,32 @@ for name in ("forged.pt2", "garbled.pt2"):
     assert forged.startswith("RuntimeError ") and f"calls {NS}::square as " in forged
     assert "'square(Tensor x) -> Tensor'" in forged
     assert garbled.startswith("ValueError ") and "not one dlx wrote" in garbled
+
+
+def test_manifest_mutations_are_refused_cleanly(saved):
+    """The manifest is input: every truncation, byte flip and odd shape of it is accepted
+    (when it still says the same) or refused with ValueError/RuntimeError, never another
+    exception (a deep nesting included: json's RecursionError)."""
+    from dlx import torch_saved
+
+    text = torch_saved._read_extra(str(saved / "dlx.pt2"))
+    torch_saved.check(text, "the program")  # the real one: accepted
+    path = json.dumps(json.loads(text)["namespaces"][NS]["library"])
+    inside = range(text.index(path) + 1, text.index(path) + len(path) - 1)  # not compared
+    cases = [(text[:i], False) for i in range(0, len(text), 7)]
+    cases += [(text[:i] + chr((ord(text[i]) + 1) % 128) + text[i + 1:], i in inside)
+              for i in range(0, len(text), 5)]
+    cases += [(c, False) for c in (
+        "[" * 100_000, "{}", "[]", '{"format": 1, "namespaces": []}',
+        '{"format": 1, "namespaces": {"x": 1}}',
+        f'{{"format": 1, "namespaces": {{"{NS}": {{"library": 1, "sha256": 2, '
+        '"operators": "ab"}}}}',
+        f'{{"format": 1, "namespaces": {{"{NS}": {{"library": [], "sha256": {{}}, '
+        '"operators": ["ab"]}}}}')]
+    for case, same in cases:
+        try:
+            torch_saved.check(case, "the program")
+        except (ValueError, RuntimeError) as e:
+            assert not same and str(e).startswith("the program"), (case, e)
+        else:
+            assert same, case
