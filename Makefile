@@ -107,6 +107,7 @@ bench: build build-venv newer ft
 	@if [ -x $(FT_PYTHON) ]; then \
 	  DLX_BENCH_PEERS=$(wildcard $(CURDIR)/$(BUILD)/bench-ir/$(notdir $(FT_VENV))) $(FT_RUN) -m dlx bench; fi
 	PYTHONPATH=$(PYPATH) $(PYTHON) bench/bench_build.py  # dlx.load_inline cold / warm
+	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_aoti.py  # AOTInductor package: dlx operator vs C++ op
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_processes.py  # pickle, Dask
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_torch_ops.py  # torch operators (dlx.torch.register)
 	PYTHONPATH=$(VENV_PYPATH) DLX_BUILD_DIR=$(CURDIR)/$(VENV_BUILD) $(VENV_PYTHON) bench/bench_jax_sharding.py  # jax.jit over N devices (issue 32)

@@ -336,3 +336,37 @@ def _addon_for_operators():
     install(prefer="addon")
     if _choice is not None:
         _choice = _choice._replace(origin=ADDON_TABLE_ORIGIN)
+
+
+# ---- saved programs (dlx.torch_saved; docs/torch.md, "Saved programs") -----------------
+
+def save(program, f, **kwargs):
+    """torch.export.save, with a manifest of the dlx operators the program calls (library
+    digest, schemas) that dlx.torch.load checks. See dlx.torch_saved."""
+    from . import torch_saved
+
+    return torch_saved.save(program, f, **kwargs)
+
+
+def load(f, **kwargs):
+    """torch.export.load, refusing a program whose dlx operators are not registered here
+    from the same library (naming them). See dlx.torch_saved."""
+    from . import torch_saved
+
+    return torch_saved.load(f, **kwargs)
+
+
+def aoti_compile_and_package(program, **kwargs):
+    """torch._inductor.aoti_compile_and_package, with the dlx operators' manifest in the
+    package's metadata. See dlx.torch_saved."""
+    from . import torch_saved
+
+    return torch_saved.aoti_compile_and_package(program, **kwargs)
+
+
+def aoti_load_package(path, *args, **kwargs):
+    """torch._inductor.aoti_load_package, checked against the package's manifest. See
+    dlx.torch_saved."""
+    from . import torch_saved
+
+    return torch_saved.aoti_load_package(path, *args, **kwargs)
