@@ -91,6 +91,14 @@ DLX_KERNEL(shard_split, "x: f32[..., n] contig cpu -> (f32[..., n], f32[...])") 
   }
   return 0;
 }
+
+/* declares f32[..., n] and makes one row more than it received: a broken kernel */
+DLX_KERNEL(shard_overrun, "x: f32[..., n] contig cpu -> f32[..., n]") {
+  DLTensor *x, *out;
+  if (dlx_arg_tensor(call, 0, &x) || x->ndim != 2) return -1;
+  int64_t shape[2] = {x->shape[0] + 1, x->shape[1]};
+  return dlx_return_new_tensor(call, x->device, 2, shape, x->dtype, &out);
+}
 """
 
 NAMESPACE = "dlx_shard_test"
@@ -212,6 +220,14 @@ def sharding_worker(rank, lib, world, port, outdir):
         same(twice, want_twice)
         same(sums, want_sums)
 
+        # a kernel making more than its slice: refused on the rank's own call
+        try:
+            ops.shard_overrun(dt(x, [Shard(0)]))
+        except Exception as e:
+            report["overrun"] = f"{type(e).__name__}: {e}"
+        else:
+            raise AssertionError("a result larger than declared was accepted")
+
         # 6. a 2 x 2 mesh: rows over one axis, the last dimension over the other
         print(rank, "step 6", file=sys.stderr, flush=True)
         if world == 4:
@@ -300,7 +316,7 @@ def _bench():
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     lib = dlx.load_inline(SHARD_KERNELS, name="shard_kernels")
     dlx.torch.ensure_addon(dlx.torch.backend())
-    numel, rounds = 1 << 24, 21
+    numel, rounds = 1 << 22, 21
     with tempfile.TemporaryDirectory() as out:
         for world in (1, 4):
             with socket.socket() as s:

@@ -79,3 +79,9 @@ def test_registration_without_dtensor_strategy_api_is_quiet():
 
     assert torch_shard._dtensor_api(torch) is not None
     assert torch_shard._dtensor_api(type("NoDistributed", (), {})) is None
+
+
+def test_kernel_making_more_than_its_slice_is_refused_on_each_rank(report):
+    # 2 rows in, 3 out: checked against the rank's local call (n=6, 2 rows)
+    msg = report["overrun"]
+    assert "shard_overrun(): result 0 must be f32[..., n]" in msg and "[3, 6]" in msg, msg
