@@ -120,7 +120,8 @@ def _strategy(api, facts, op_schema):
             res_labels.append(list(labels))
     # The inputs in the order DTensor lists their strategies: positional, then keyword.
     order = [g for g in given if g[2]]
-    order.sort(key=lambda g: (g[0] >= len(op_schema.args_schema), _kw_index(op_schema, names, g[0])))
+    npos = len(op_schema.args_schema)
+    order.sort(key=lambda g: (g[0] >= npos, _kw_index(op_schema, names, g[0])))
     candidates = [[Replicate()] * nres + [Replicate()] * len(order)]
     for axis in axes:
         row = []

@@ -175,7 +175,6 @@ def sharding_worker(rank, lib, world, port, outdir):
         seen = ops.shard_seen(dt(xu, [Shard(0)]))
         local = seen.to_local()
         assert torch.all(local == local.numel()), (local.shape, local.flatten()[:1])
-        report["seen_uneven"] = [None] * world
         counts = [torch.zeros(1) for _ in range(world)]
         dist.all_gather(counts, torch.tensor([float(local.numel())]))
         report["seen_uneven"] = [float(c) for c in counts]
