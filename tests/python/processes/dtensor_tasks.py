@@ -243,7 +243,7 @@ def sharding_worker(rank, lib, world, port, outdir):
         def f(a, b):
             return lib.shard_scale(a, b) + 1
 
-        compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+        compiled = torch.compile(f, fullgraph=True)  # inductor
         try:
             yc = compiled(dt(x, [Shard(0)]), dt(w, [Replicate()]))
             assert yc.placements == (Shard(0),), yc.placements
