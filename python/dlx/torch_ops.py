@@ -20,7 +20,7 @@ imports it): dlx.torch.register passes in how to load the addon.
 import keyword
 import threading
 
-from . import _infer
+from . import _infer, torch_shard
 from ._core import Kernel, Library
 
 MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dynamo polyfills
@@ -211,6 +211,7 @@ def _build(torch, lib, namespace, load_addon):
         _ops_of[k] = ops[name]
         _trace_in_dynamo(torch, k, ops[name])
         k._mark_operator()  # under a torch mode or the profiler, lib.NAME is the operator
+    torch_shard.register(torch, kernels, ops)  # DTensor strategies, where torch has DTensor
     _claim_traced_calls(torch)
     return Registration(lib, namespace, ops, skipped, keep)
 
