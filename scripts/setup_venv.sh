@@ -7,8 +7,9 @@
 #    the hash of that file; when it matches and the venv's interpreter runs, pip is not run.
 # 2. dlx from this tree, installed with pip (scikit-build-core, the wheel users get). Its
 #    CMake build is BUILD_DIR (build-venv/), with the test kernels and fixtures on, so one
-#    compile serves the install and the venv's tests (not the C tests: build/ runs those). pip runs only when a file of the tree
-#    that the build reads is newer than BUILD_DIR/.dlx-installed (or the venv was made anew).
+#    compile serves the install and the venv's tests (not the C tests: build/ runs those).
+#    pip runs only when a file of the tree that the build reads is newer than
+#    BUILD_DIR/.dlx-installed (or the venv was made anew).
 # Usage: scripts/setup_venv.sh [VENV_DIR [BUILD_DIR [REQUIREMENTS]]]
 #   (default: .venv, build-venv, scripts/venv-requirements.txt; the base interpreter is
 #   DLX_VENV_PYTHON, default python3: `make test-python-newer` makes .venv-newer this way)
