@@ -11,7 +11,7 @@ VENV_PYTHON := $(CURDIR)/$(VENV)/bin/python
 VENV_PYPATH := $(CURDIR)/$(VENV_BUILD)/fixtures
 
 .PHONY: all build setup setup-debian venv build-venv demo test test-venv test-c test-python test-python-venv \
-        newer test-python-newer ft test-python-ft tsan test-install bench bench-ir clean sanitize fuzz \
+        newer test-python-newer ft test-python-ft ft-pythons tsan test-install bench bench-ir clean sanitize fuzz \
         fuzz-build
 SAN_BUILD    ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
@@ -39,11 +39,12 @@ demo: build
 	PYTHONPATH=$(PYPATH) $(PYTHON) examples/demo.py
 
 # C tests once; the Python tests under Debian's interpreter (torch 1.13 and its addon,
-# numpy 1.24), under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi) and
-# under the newest CPython 3.12+ there is (numpy 2); the install test.
+# numpy 1.24), under the venv's (torch 2.13's native table, numpy 2, JAX, tvm-ffi), the
+# install test, then under the newest CPython 3.12+ there is (numpy 2) and the free-threaded
+# one last (on a new machine its interpreter may still be building: see ft-pythons).
 test: build build-venv
-	$(MAKE) --no-print-directory test-c test-python test-python-venv test-python-newer test-python-ft \
-	  test-install
+	$(MAKE) --no-print-directory test-c test-python test-python-venv test-install test-python-newer \
+	  test-python-ft
 
 test-venv: build-venv
 	$(MAKE) --no-print-directory test-python-venv
@@ -91,6 +92,13 @@ ft: setup-debian
 
 test-python-ft: ft
 	@if [ -x $(FT_PYTHON) ]; then $(FT_RUN) -m pytest tests/python -q -p no:cacheprovider; fi
+
+# Both free-threaded CPythons (the plain one for .venv-ft, the ThreadSanitizer one for `make
+# tsan`) in one step, each built once per machine; nothing when both are there. .ci/run starts
+# it in the background at the outset; `make ft` and `make tsan` wait for it (a lock per
+# interpreter) and take what it built.
+ft-pythons: setup-debian
+	@bash scripts/free_threaded_python.sh all
 
 # The wheel, installed into a fresh venv, used from outside the tree (tests/install/run.sh).
 test-install:

@@ -19,8 +19,18 @@
 # --with-thread-sanitizer) in its own folder, for `make tsan`'s stress run, with CPython's
 # own TSan suppressions kept beside it (share/tsan-suppressions.txt). TSan's runtime wants
 # a fixed address layout, so everything this interpreter runs goes through `setarch -R`.
+#
+# `free_threaded_python.sh all`: both, in one step, the plain one first (`make test` needs it
+# before `make tsan` needs the other); prints nothing. `.ci/run` starts it in the background
+# at the outset so the compiles fill the core the single-threaded test runs leave idle; the
+# per-variant locks make a later `make ft`/`make tsan` wait for it and reuse its build.
 set -uo pipefail
 variant=${1:-}
+if [ "$variant" = all ]; then
+  bash "$0" >/dev/null
+  bash "$0" tsan >/dev/null
+  exit 0
+fi
 if [ -z "$variant" ] && [ -n "${DLX_FT_PYTHON:-}" ]; then echo "$DLX_FT_PYTHON"; exit 0; fi
 version=3.13
 if [ -w /var/cache ] || [ "$(id -u)" = 0 ]; then cache=${DLX_FT_CACHE:-/var/cache/dlx}
@@ -72,10 +82,11 @@ EOF
     "${sudo_cmd[@]}" apt-get update -qq
   fi
   if ((${#missing[@]})); then
+    # (waits for another apt: .ci/run may have started this beside setup)
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
-      -t bookworm "${missing[@]}" >/dev/null
+      -o DPkg::Lock::Timeout=600 -t bookworm "${missing[@]}" >/dev/null
   fi
-  work=$cache/src
+  work=$cache/src-$name  # each variant its own: the two may be built at once
   rm -rf "$work"; mkdir -p "$work"; cd "$work"
   # The package's upstream tarball (Debian's patches are for its own layout, not needed here).
   apt-get source -qq --download-only "python$version" >/dev/null

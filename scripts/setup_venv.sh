@@ -6,9 +6,10 @@
 # 1. The frameworks, pinned in scripts/venv-requirements.txt. The venv holds a stamp with
 #    the hash of that file; when it matches and the venv's interpreter runs, pip is not run.
 # 2. dlx from this tree, installed with pip (scikit-build-core, the wheel users get). Its
-#    CMake build is BUILD_DIR (build-venv/), with the tests, kernels and fixtures on, so one
-#    compile serves the install and the venv's tests. pip runs only when a file of the tree
-#    that the build reads is newer than BUILD_DIR/.dlx-installed (or the venv was made anew).
+#    CMake build is BUILD_DIR (build-venv/), with the test kernels and fixtures on, so one
+#    compile serves the install and the venv's tests (not the C tests: build/ runs those).
+#    pip runs only when a file of the tree that the build reads is newer than
+#    BUILD_DIR/.dlx-installed (or the venv was made anew).
 # Usage: scripts/setup_venv.sh [VENV_DIR [BUILD_DIR [REQUIREMENTS]]]
 #   (default: .venv, build-venv, scripts/venv-requirements.txt; the base interpreter is
 #   DLX_VENV_PYTHON, default python3: `make test-python-newer` makes .venv-newer this way)
@@ -59,5 +60,6 @@ mkdir -p "$build"
 touch "$installed.next"  # a file edited during the build is newer than the stamp
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} quiet_pip install -q \
   --disable-pip-version-check --no-build-isolation --no-deps \
-  --config-settings=build-dir="$build" --config-settings=cmake.define.DLX_BUILD_TESTS=ON "$root"
+  --config-settings=build-dir="$build" --config-settings=cmake.define.DLX_BUILD_TESTS=ON \
+  --config-settings=cmake.define.DLX_BUILD_C_TESTS=OFF "$root"
 mv "$installed.next" "$installed"
