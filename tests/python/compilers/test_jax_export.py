@@ -132,6 +132,19 @@ def test_round_trip_in_a_new_process(ck, tmp_path):
     np.testing.assert_array_equal(got, want)
 
 
+def test_library_partly_registered_finds_its_other_kernels(ck, tmp_path):
+    """A process that staged one kernel of a library registered only that one: a saved
+    program calling another kernel of the same library still finds it (not refused as a
+    kernel the library does not declare)."""
+    prog, _ = saved(tmp_path, lambda x: ck.square_grad(x, x),
+                    jax.ShapeDtypeStruct(X.shape, jnp.float32))
+    before = f"""\
+        lib = dlx.load({str(KERNELS)!r})
+        assert np.asarray(jax.jit(lib.square)(x)).tolist() == (x * x).tolist()
+        """
+    np.testing.assert_array_equal(child(prog, before), np.asarray(ck.square_grad(X, X)))
+
+
 def test_other_libraries_first_in_another_order(ck, neg, tmp_path):
     prog, _ = saved(tmp_path, ck.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
     before = f"""\
@@ -244,6 +257,10 @@ def test_tampered_programs_refused(ck, tmp_path):
     bad = forged(tmp_path, prog, b'square', b'minmax', "name.bin")
     child(bad, load, expect_error=["minmax(): the program was staged with the declaration",
                                    "not run"])
+    # a name the library does not declare: refused once the whole library is registered
+    bad = forged(tmp_path, prog, b'square', b'sqvare', "undeclared.bin")
+    child(bad, load, expect_error=["sqvare(): library sha256 " + digest.decode(),
+                                   "has no declared kernel of that name"])
     decl = ck.square.signature.encode()
     bad = forged(tmp_path, prog, decl, decl.replace(b"f64", b"i64"), "decl.bin")
     child(bad, load, expect_error=['square(): the program was staged with the declaration '
