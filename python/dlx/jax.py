@@ -104,13 +104,16 @@ def _kernel_ref(kernel):
         except (OSError, ValueError) as e:
             raise ValueError(f"{kernel.__name__}(): cannot stage it: {e}") from e
         cap = kernel._handle()
+        # the path as UTF-8 text (a name's other bytes as \xNN): an attribute is a str, which
+        # MLIR encodes as UTF-8; the handler compares it as these bytes too
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         if handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"),
                                     digest.encode(), kernel.signature.encode(),
-                                    os.fsencode(path)) < 0:
+                                    shown.encode()) < 0:
             raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
         _keep.append(cap)
         _refs[kernel] = ref = {"dlx_lib": digest, "dlx_name": kernel.__name__,
-                               "dlx_decl": kernel.signature, "dlx_from": path}
+                               "dlx_decl": kernel.signature, "dlx_from": shown}
         return ref
 
 

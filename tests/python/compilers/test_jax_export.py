@@ -196,6 +196,18 @@ def test_a_carried_path_is_never_loaded(ck, tmp_path):
     child(prog, expect_error=[f"traced from {copy}", "has not loaded"])
 
 
+def test_library_at_a_non_utf8_path(tmp_path):
+    """A file name is bytes: one that is not UTF-8 still stages (dlx_from, a str for
+    messages, shows the other bytes as \\xNN) and is named in the not-loaded message."""
+    path = os.fsdecode(os.fsencode(tmp_path) + b"/lib\xff.so")
+    shutil.copy(KERNELS, path)
+    lib = dlx.load(path)
+    np.testing.assert_array_equal(jax.jit(lib.square)(X), X * X)
+    prog, exp = saved(tmp_path, lib.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
+    np.testing.assert_array_equal(exp.call(X), X * X)
+    child(prog, expect_error=[f"traced from {tmp_path}/lib\\xff.so", "has not loaded"])
+
+
 # ---- shapes and transformations inside the program ------------------------------------------
 
 def test_shape_polymorphic_export(ck, tmp_path):
