@@ -145,6 +145,22 @@ def test_library_partly_registered_finds_its_other_kernels(ck, tmp_path):
     np.testing.assert_array_equal(child(prog, before), np.asarray(ck.square_grad(X, X)))
 
 
+def test_loading_a_library_again_registers_nothing_more(ck, tmp_path):
+    """A kernel is registered once per file: neither another dlx.load of the path nor a
+    program naming a kernel its library lacks (which asks the finder, that loads it
+    again) adds registry entries, which are never freed and hold 4096 at most."""
+    dlx.jax.register(ck)
+    entries = len(dlx.jax._keep)
+    dlx.jax.register(dlx.load(KERNELS))
+    ref = dlx.jax._kernel_ref(ck.square)
+    call = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((4,), jnp.float32))
+    for _ in range(3):
+        with pytest.raises(jax.errors.JaxRuntimeError, match="has no declared kernel"):
+            jax.block_until_ready(jax.jit(lambda x: call(x, dlx_none=np.int64(0), **dict(
+                ref, dlx_name="nosuch")))(X))
+    assert len(dlx.jax._keep) == entries
+
+
 def test_other_libraries_first_in_another_order(ck, neg, tmp_path):
     prog, _ = saved(tmp_path, ck.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
     before = f"""\
