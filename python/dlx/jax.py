@@ -27,6 +27,10 @@ _lock = threading.RLock()
 _handler = None  # the handler library (ctypes), once built and registered
 _refs = {}  # kernel -> the attributes its staged calls name it by
 _keep = []  # the kernels' handle capsules: the handler's registry points into them
+# (digest, name, declaration, path) -> the attributes: one registry entry per kernel of one
+# file, however often it is loaded (each dlx.load of a path, each _find, is a new Library
+# with new Kernel objects; the registry is never freed and holds MAX_KERNELS)
+_registered = {}
 _hashed = {}  # a cache file's path -> (stat key, sha256), for _find
 
 _DLX_TO_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
@@ -103,14 +107,21 @@ def _kernel_ref(kernel):
             digest = _pickle.content_digest(path)
         except (OSError, ValueError) as e:
             raise ValueError(f"{kernel.__name__}(): cannot stage it: {e}") from e
-        cap = kernel._handle()
-        if handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"),
-                                    digest.encode(), kernel.signature.encode(),
-                                    os.fsencode(path)) < 0:
-            raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
-        _keep.append(cap)
-        _refs[kernel] = ref = {"dlx_lib": digest, "dlx_name": kernel.__name__,
-                               "dlx_decl": kernel.signature, "dlx_from": path}
+        # the path as UTF-8 text (a name's other bytes as \xNN): an attribute is a str, which
+        # MLIR encodes as UTF-8; the handler compares it as these bytes too
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        key = (digest, kernel.__name__, kernel.signature, shown)
+        ref = _registered.get(key)
+        if ref is None:
+            cap = kernel._handle()
+            if handler.dlx_xla_register(_capsule_pointer(cap, b"dlx.kernel_handle"),
+                                        digest.encode(), kernel.signature.encode(),
+                                        shown.encode()) < 0:
+                raise RuntimeError(f"{kernel.__name__}(): dlx's XLA registry is full")
+            _keep.append(cap)
+            ref = _registered[key] = {"dlx_lib": digest, "dlx_name": kernel.__name__,
+                                      "dlx_decl": kernel.signature, "dlx_from": shown}
+        _refs[kernel] = ref
         return ref
 
 

@@ -157,10 +157,13 @@ int64_t dlx_kernel_ref_find(const dlx_kernel_ref *ref, const dlx_kernel_key *key
   char from[DLX_REF_FROM_MAX / 16 + 8];
   shown(from, sizeof from, ref->from, ref->from_len, DLX_REF_FROM_MAX / 16);
   if (same_lib >= 0) {
+    /* NOT_LOADED, not MISMATCH: dlx.jax registers a library's kernels as they are staged,
+     * so the library may be registered only in part; the caller's finder registers all of
+     * it, and this message stands when the kernel is still not there */
     snprintf(err, errlen, "%.*s(): library sha256 %.64s (traced from %s) has no declared kernel "
              "of that name: not a program dlx staged, or one altered since", (int)ref->name_len,
              ref->name, ref->digest, from[0] ? from : "an unnamed file");
-    return DLX_REF_MISMATCH;
+    return DLX_REF_NOT_LOADED;
   }
   if (same_path >= 0) { /* the file it was traced from, with other content now */
     snprintf(err, errlen, "%.*s(): the program runs kernel '%.*s' of library sha256 %.64s, "

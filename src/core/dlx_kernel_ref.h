@@ -47,8 +47,8 @@ typedef struct dlx_kernel_key {
 int dlx_kernel_ref_decode(const dlx_attr *attrs, int32_t nattrs, dlx_kernel_ref *ref,
                           char *err, size_t errlen);
 
-#define DLX_REF_NOT_LOADED (-1) /* no kernel of that library: the caller may find it */
-#define DLX_REF_MISMATCH (-2)   /* the library is there, its kernel is not as staged */
+#define DLX_REF_NOT_LOADED (-1) /* no such kernel registered: the caller may find it */
+#define DLX_REF_MISMATCH (-2)   /* the kernel is there, its declaration is not as staged */
 
 /* The index of the key with the ref's digest, name and declaration among keys[0..n), or
  * DLX_REF_NOT_LOADED / DLX_REF_MISMATCH with a message in err naming the kernel, the

@@ -1,6 +1,7 @@
 /* fuzz_kernel_ref.c - dlx_kernel_ref_decode over a call's attributes as a deserialized
  * program may carry them (any names, types, lengths and bytes), then dlx_kernel_ref_find
- * against a small registry: every message fits, a found index is in range and matches. */
+ * against a small registry: every message fits, a found index is in range and matches. A
+ * type byte's top bit makes a STR value carry a NUL and raw bytes after its string. */
 #include <string.h>
 
 #include "dlx_kernel_ref.h"
@@ -17,8 +18,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *name = fuzz_str(&in), *value = fuzz_str(&in);
     owned[2 * i] = name;
     owned[2 * i + 1] = value;
-    uint8_t type = fuzz_byte(&in) % 6;
+    uint8_t how = fuzz_byte(&in), type = (how & 0x7f) % 6;
     size_t vlen = value ? strlen(value) : 0;
+    if (how & 0x80 && value) { /* the string, a NUL, then raw bytes: a STR holds any byte */
+      size_t extra = fuzz_byte(&in);
+      char *more = realloc(value, vlen + 1 + extra);
+      if (!more) abort();
+      owned[2 * i + 1] = value = more;
+      for (size_t j = 0; j < extra; ++j) value[vlen + 1 + j] = (char)fuzz_byte(&in);
+      vlen += 1 + extra;
+    }
     /* a STR's bytes as given (exact allocation); other types point at the same bytes,
      * with a length that fits them */
     attrs[i] = (dlx_attr){name, name ? strlen(name) : 0, type, value,
@@ -40,6 +49,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     };
     memset(keys[0].digest, 'a', 64);
     memcpy(keys[1].digest, ref.digest, 64); /* the call's library: its name may match */
+    /* a byte past the seeds' ends: keys[1] of another library (the not-loaded messages are
+     * reached too), keys[0] loaded from the traced-from path (the changed-library one) */
+    uint8_t pick = fuzz_byte(&in);
+    if (pick & 1) keys[1].digest[0] = keys[1].digest[0] == 'c' ? 'd' : 'c';
+    char from[DLX_REF_FROM_MAX + 1];
+    if (pick & 2 && ref.from_len) {
+      memcpy(from, ref.from, ref.from_len);
+      from[ref.from_len] = 0;
+      keys[0].path = from;
+    }
     memset(keys[2].digest, 'b', 64);
     int64_t k = dlx_kernel_ref_find(&ref, keys, 3, err, errlen);
     FUZZ_CHECK(k == DLX_REF_NOT_LOADED || k == DLX_REF_MISMATCH || (k >= 0 && k < 3));

@@ -132,6 +132,35 @@ def test_round_trip_in_a_new_process(ck, tmp_path):
     np.testing.assert_array_equal(got, want)
 
 
+def test_library_partly_registered_finds_its_other_kernels(ck, tmp_path):
+    """A process that staged one kernel of a library registered only that one: a saved
+    program calling another kernel of the same library still finds it (not refused as a
+    kernel the library does not declare)."""
+    prog, _ = saved(tmp_path, lambda x: ck.square_grad(x, x),
+                    jax.ShapeDtypeStruct(X.shape, jnp.float32))
+    before = f"""\
+        lib = dlx.load({str(KERNELS)!r})
+        assert np.asarray(jax.jit(lib.square)(x)).tolist() == (x * x).tolist()
+        """
+    np.testing.assert_array_equal(child(prog, before), np.asarray(ck.square_grad(X, X)))
+
+
+def test_loading_a_library_again_registers_nothing_more(ck, tmp_path):
+    """A kernel is registered once per file: neither another dlx.load of the path nor a
+    program naming a kernel its library lacks (which asks the finder, that loads it
+    again) adds registry entries, which are never freed and hold 4096 at most."""
+    dlx.jax.register(ck)
+    entries = len(dlx.jax._keep)
+    dlx.jax.register(dlx.load(KERNELS))
+    ref = dlx.jax._kernel_ref(ck.square)
+    call = jax.ffi.ffi_call(dlx.jax.TARGET, jax.ShapeDtypeStruct((4,), jnp.float32))
+    for _ in range(3):
+        with pytest.raises(jax.errors.JaxRuntimeError, match="has no declared kernel"):
+            jax.block_until_ready(jax.jit(lambda x: call(x, dlx_none=np.int64(0), **dict(
+                ref, dlx_name="nosuch")))(X))
+    assert len(dlx.jax._keep) == entries
+
+
 def test_other_libraries_first_in_another_order(ck, neg, tmp_path):
     prog, _ = saved(tmp_path, ck.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
     before = f"""\
@@ -181,6 +210,18 @@ def test_a_carried_path_is_never_loaded(ck, tmp_path):
     lib = dlx.load(copy)
     prog, _ = saved(tmp_path, lib.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
     child(prog, expect_error=[f"traced from {copy}", "has not loaded"])
+
+
+def test_library_at_a_non_utf8_path(tmp_path):
+    """A file name is bytes: one that is not UTF-8 still stages (dlx_from, a str for
+    messages, shows the other bytes as \\xNN) and is named in the not-loaded message."""
+    path = os.fsdecode(os.fsencode(tmp_path) + b"/lib\xff.so")
+    shutil.copy(KERNELS, path)
+    lib = dlx.load(path)
+    np.testing.assert_array_equal(jax.jit(lib.square)(X), X * X)
+    prog, exp = saved(tmp_path, lib.square, jax.ShapeDtypeStruct(X.shape, jnp.float32))
+    np.testing.assert_array_equal(exp.call(X), X * X)
+    child(prog, expect_error=[f"traced from {tmp_path}/lib\\xff.so", "has not loaded"])
 
 
 # ---- shapes and transformations inside the program ------------------------------------------
@@ -244,6 +285,10 @@ def test_tampered_programs_refused(ck, tmp_path):
     bad = forged(tmp_path, prog, b'square', b'minmax', "name.bin")
     child(bad, load, expect_error=["minmax(): the program was staged with the declaration",
                                    "not run"])
+    # a name the library does not declare: refused once the whole library is registered
+    bad = forged(tmp_path, prog, b'square', b'sqvare', "undeclared.bin")
+    child(bad, load, expect_error=["sqvare(): library sha256 " + digest.decode(),
+                                   "has no declared kernel of that name"])
     decl = ck.square.signature.encode()
     bad = forged(tmp_path, prog, decl, decl.replace(b"f64", b"i64"), "decl.bin")
     child(bad, load, expect_error=['square(): the program was staged with the declaration '
