@@ -12,6 +12,7 @@ looked for among the libraries it loaded, then in dlx's cache by digest (`_find`
 a path the program carries (docs/jax.md, "Saved programs").
 
 Eager calls on JAX arrays never come here."""
+import atexit
 import ctypes
 import os
 import threading
@@ -68,6 +69,8 @@ def _build_handler():
     if lib.dlx_xla_init(_capsule_pointer(_core._invoke_api(), b"dlx.invoke_api")) != 0:
         raise RuntimeError("dlx.jax: the XLA handler does not match this dlx")
     lib.dlx_xla_set_finder(_finder)
+    # no callback into a finalizing interpreter (the handler then reports "not loaded")
+    atexit.register(lib.dlx_xla_set_finder, _FINDER())
     # instantiate: an empty state per call site, which its first run fills with what it
     # proved (kernel id, arguments, shapes): later runs pass only buffers and the stream
     def bundle(sym):

@@ -41,8 +41,11 @@ static dlx_kernel_key keys[MAX_KERNELS]; /* registry[i] by content, for dlx_kern
 static atomic_int registered; /* entries below it are complete (release/acquire) */
 /* dlx.jax's finder: asked (with the GIL, by ctypes) for a library this process has not
  * registered, by digest; it loads and registers it from what this process loaded or from
- * dlx's cache, and returns 1 when it did. Set once, before any program runs. */
-static int (*finder)(const char *digest);
+ * dlx's cache, and returns 1 when it did. Set before any program runs, cleared at exit:
+ * a ctypes callback on XLA's thread during interpreter shutdown would hang or end that
+ * thread, so a late miss gets the plain "not loaded" error instead. */
+typedef int (*dlx_finder)(const char *digest);
+static _Atomic(dlx_finder) finder;
 
 /* Called once by dlx.jax with _core's invoke API; -1 for an older or unknown one. */
 DLX_EXPORT int dlx_xla_init(const dlx_invoke_api *a) {
@@ -51,7 +54,9 @@ DLX_EXPORT int dlx_xla_init(const dlx_invoke_api *a) {
   return 0;
 }
 
-DLX_EXPORT void dlx_xla_set_finder(int (*find)(const char *digest)) { finder = find; }
+DLX_EXPORT void dlx_xla_set_finder(dlx_finder find) {
+  atomic_store_explicit(&finder, find, memory_order_release);
+}
 
 /* A kernel's registry index, or -1 when full, its name is too long, the digest is no
  * sha256 or out of memory. Called by dlx.jax under its lock; the handle's capsule is kept
@@ -460,11 +465,12 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
   }
   int64_t k = dlx_kernel_ref_find(&ref, keys, atomic_load_explicit(&registered,
                                   memory_order_acquire), msg, sizeof msg);
-  if (k == DLX_REF_NOT_LOADED && finder) { /* loaded here but not registered, or cached */
+  dlx_finder find = atomic_load_explicit(&finder, memory_order_acquire);
+  if (k == DLX_REF_NOT_LOADED && find) { /* loaded here but not registered, or cached */
     char digest[65];
     memcpy(digest, ref.digest, 64);
     digest[64] = 0;
-    if (finder(digest) == 1)
+    if (find(digest) == 1)
       k = dlx_kernel_ref_find(&ref, keys, atomic_load_explicit(&registered,
                               memory_order_acquire), msg, sizeof msg);
   }
