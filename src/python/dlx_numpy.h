@@ -42,12 +42,18 @@ static inline int dlx_numpy_view_fast(PyObject *obj, DLTensor *out, int64_t *scr
   const int64_t mask = dlx_numpy_last.mask; /* in locals: `scratch` might alias them */
   const int shift = dlx_numpy_last.shift;
   const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
-  for (int32_t d = 0; d < nd; ++d) {
-    if (bytes[d] & mask) return 0;
-    scratch[d] = bytes[d] >> shift;
+  if (__builtin_expect(nd == 1, 1)) { /* the common case without the loop's setup */
+    if (bytes[0] & mask) return 0;
+    scratch[0] = bytes[0] >> shift;
+  } else {
+    for (int32_t d = 0; d < nd; ++d) {
+      if (bytes[d] & mask) return 0;
+      scratch[d] = bytes[d] >> shift;
+    }
   }
+  static const DLDevice cpu = {kDLCPU, 0};
   out->data = PyArray_DATA(a);
-  out->device = (DLDevice){kDLCPU, 0};
+  memcpy(&out->device, &cpu, sizeof cpu); /* one 8-byte store */
   out->ndim = nd;
   out->dtype = dlx_numpy_last.dtype;
   out->shape = nd ? (int64_t *)PyArray_DIMS(a) : scratch; /* never NULL */
