@@ -98,6 +98,43 @@ static void shape_text(int32_t ndim, const int64_t *shape, char *buf, size_t len
   if (n < len) snprintf(buf + n, len - n, ndim == 1 ? ",)" : ")");
 }
 
+/* The declaration's check of result i as the kernel asks for it: 0, or -1 with the error.
+ * Out of line (its message buffer): a proved result never comes here. */
+static __attribute__((noinline)) int result_refused(invoke_state *st, int32_t i,
+                                                    DLDevice device, int32_t ndim,
+                                                    const int64_t *shape, DLDataType dtype) {
+  dlx_invoke *inv = st->inv;
+  DLTensor asked = {.data = NULL, .device = device, .ndim = ndim, .dtype = dtype,
+                    .shape = (int64_t *)shape, .strides = NULL, .byte_offset = 0};
+  dlx_sig_fault fault;
+  /* a caller that left the device zero (no DLPack device type is 0) calls on the CPU */
+  DLDevice dev = inv->device.device_type ? inv->device : (DLDevice){kDLCPU, 0};
+  if (!dlx_derive_check_result(inv->plan, i, &asked, inv->args, dev, &st->binds, &fault))
+    return 0;
+  char msg[768];
+  dlx_derive_result_message(inv->plan, i, &asked, NULL, inv->args, dev, &st->binds, &fault, msg,
+                            sizeof msg);
+  return fail(st, fault.code == DLX_FAULT_DTYPE || fault.code == DLX_FAULT_RESULT_KIND
+                      ? "TypeError" : "ValueError", "%s", msg);
+}
+
+/* Result i is not the caller's out buffer `t` (cold). */
+static __attribute__((noinline, cold)) int result_differs(invoke_state *st, int32_t i,
+                                                          const DLTensor *t, DLDevice device,
+                                                          int32_t ndim, const int64_t *shape,
+                                                          DLDataType dtype) {
+  char want[256], got[256], wd[32], gd[32];
+  shape_text(t->ndim, t->shape, want, sizeof want);
+  shape_text(ndim, shape, got, sizeof got);
+  dlx_sig_dtype_name(t->dtype, wd, sizeof wd);
+  dlx_sig_dtype_name(dtype, gd, sizeof gd);
+  return fail(st, "ValueError",
+              "result %d: the kernel made %s %s on device %d:%d where the declaration gives "
+              "%s %s on device %d:%d",
+              (int)i, gd, got, (int)device.device_type, (int)device.device_id, wd, want,
+              (int)t->device.device_type, (int)t->device.device_id);
+}
+
 static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
                                 const int64_t *shape, DLDataType dtype, DLTensor **out) {
   invoke_state *st = (invoke_state *)call;
@@ -117,35 +154,12 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
                same_shape(given, ndim, shape) && memcmp(&given->dtype, &dtype, sizeof dtype) == 0 &&
                given->device.device_type == device.device_type &&
                given->device.device_id == device.device_id;
-  if (inv->plan && !proved) {
-    DLTensor asked = {.data = NULL, .device = device, .ndim = ndim, .dtype = dtype,
-                      .shape = (int64_t *)shape, .strides = NULL, .byte_offset = 0};
-    dlx_sig_fault fault;
-    /* a caller that left the device zero (no DLPack device type is 0) calls on the CPU */
-    DLDevice dev = inv->device.device_type ? inv->device : (DLDevice){kDLCPU, 0};
-    if (dlx_derive_check_result(inv->plan, i, &asked, inv->args, dev, &st->binds, &fault)) {
-      char msg[768];
-      dlx_derive_result_message(inv->plan, i, &asked, NULL, inv->args, dev, &st->binds, &fault,
-                                msg, sizeof msg);
-      return fail(st, fault.code == DLX_FAULT_DTYPE || fault.code == DLX_FAULT_RESULT_KIND
-                          ? "TypeError" : "ValueError", "%s", msg);
-    }
-  }
+  if (inv->plan && !proved && result_refused(st, i, device, ndim, shape, dtype)) return -1;
   if (inv->out) {
     DLTensor *t = given;
     if (!proved && (!same_shape(t, ndim, shape) || memcmp(&t->dtype, &dtype, sizeof dtype) != 0 ||
-        t->device.device_type != device.device_type || t->device.device_id != device.device_id)) {
-      char want[256], got[256], wd[32], gd[32];
-      shape_text(t->ndim, t->shape, want, sizeof want);
-      shape_text(ndim, shape, got, sizeof got);
-      dlx_sig_dtype_name(t->dtype, wd, sizeof wd);
-      dlx_sig_dtype_name(dtype, gd, sizeof gd);
-      return fail(st, "ValueError",
-                  "result %d: the kernel made %s %s on device %d:%d where the declaration gives "
-                  "%s %s on device %d:%d",
-                  (int)i, gd, got, (int)device.device_type, (int)device.device_id, wd, want,
-                  (int)t->device.device_type, (int)t->device.device_id);
-    }
+        t->device.device_type != device.device_type || t->device.device_id != device.device_id))
+      return result_differs(st, i, t, device, ndim, shape, dtype);
     *out = t;
   } else if (inv->allocate) {
     DLTensor *t = NULL;
