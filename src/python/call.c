@@ -12,8 +12,9 @@
  * call starts with "<kernel>(): ".
  *
  * Unsigned and signed kernels have loops of their own (call_unsigned, call_signed), so
- * that the unsigned one pays nothing for signatures; both take exact floats and small
- * ints in line, and every other object through one conversion (convert_object: numpy
+ * that the unsigned one pays nothing for signatures; both take arrays of the vouched
+ * ndarray type (numpy_in_line), exact floats and small ints in line, and every other
+ * object through one conversion (convert_rest: numpy
  * arrays and table views in line, the rest by dlx_convert_arg). What follows the loop is
  * shared (run_call).
  */
@@ -1309,10 +1310,6 @@ typedef struct vouched {
   const DLPackExchangeAPI *api; /* its table */
 } vouched;
 
-/* Argument i, an object the loop did not take in line as a scalar, into its slot by the
- * quickest path that gives what dlx_convert_arg gives: DLX_CONVERT_NUMPY for an ndarray
- * (host memory, owns nothing), else dlx_convert_arg's result (-1 with an exception; the
- * slot is the caller's to release then). Both loops share it. */
 /* Argument i in line when it is an array of the vouched ndarray type that needs no more
  * than the fast view: 1, else 0 (nothing written that matters). */
 static inline __attribute__((always_inline)) int numpy_in_line(call_state *st, int32_t i,
@@ -1334,7 +1331,11 @@ static inline vouched vouched_at_start(void) {
   return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
 }
 
-/* convert_object after numpy_in_line said 0. */
+/* Argument i, an object the loop took neither in line as a scalar nor by numpy_in_line,
+ * into its slot by the quickest path that gives what dlx_convert_arg gives:
+ * DLX_CONVERT_NUMPY for an ndarray (host memory, owns nothing), else dlx_convert_arg's
+ * result (-1 with an exception; the slot is the caller's to release then). Both loops
+ * share it. */
 static inline __attribute__((always_inline)) int convert_rest(call_state *st, int32_t i,
                                                               PyObject *obj, PyTypeObject *tp,
                                                               vouched *np, int with_flags) {
@@ -1354,13 +1355,6 @@ static inline __attribute__((always_inline)) int convert_rest(call_state *st, in
   np->type = rc == DLX_CONVERT_NUMPY ? tp : NULL;
   np->api = slot->api;
   return rc;
-}
-
-static inline __attribute__((always_inline)) int convert_object(call_state *st, int32_t i,
-                                                                PyObject *obj, PyTypeObject *tp,
-                                                                vouched *np, int with_flags) {
-  if (numpy_in_line(st, i, obj, tp, np)) return DLX_CONVERT_NUMPY;
-  return convert_rest(st, i, obj, tp, np, with_flags);
 }
 
 /* The type info of a `mut` tensor's type the cache has not seen (cold): NULL when the
@@ -1462,6 +1456,10 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       continue;
     }
     int rc;
+    if (numpy_in_line(&st, i, obj, tp, &npv)) { /* the vouched ndarray first, as unsigned */
+      rc = DLX_CONVERT_NUMPY;
+      goto converted;
+    }
     /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
      * READ_ONLY travels with the owned export only), so the owned export is asked and a
      * read-only tensor is refused by the check; a table known never to export a read-only
@@ -1483,7 +1481,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         goto converted;
       }
     }
-    rc = convert_object(&st, i, obj, tp, &npv, 1);
+    rc = convert_rest(&st, i, obj, tp, &npv, 1);
   converted:
     if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
       if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&
