@@ -116,6 +116,9 @@ def main():
     print(f"  dlx <= 1.1x the floor: {dlx3:.0f} vs {1.1 * floor:.0f} "
           f"({dlx3 / floor:.2f}x): {'met' if dlx3 <= 1.1 * floor else 'not met'}")
     print(f"  dlx < jax-tvm-ffi: {dlx3:.0f} vs {tvm:.0f}: {'met' if dlx3 < tvm else 'not met'}")
+    # issue 33's goal (reported likewise; docs/design.md, "Cost", says where the rest goes)
+    print(f"  dlx <= 1.5x the floor (issue 33): {dlx3:.0f} vs {1.5 * floor:.0f}: "
+          f"{'met' if dlx3 <= 1.5 * floor else 'not met'}")
     return 0
 
 

@@ -56,6 +56,10 @@ int dlx_invoke_run(dlx_invoke *inv);
 /* What a successful check of a declared kernel's arguments bound: the size symbols. */
 typedef struct dlx_invoke_proof {
   int64_t value[32]; /* DLX_SIG_MAX_SYMBOLS */
+  /* Bit i: the caller's out[i] itself meets declared result i (and binds no symbol), so a
+   * kernel's result that matches out[i] (compared on every call) meets it too: a call that
+   * reuses the proof skips the declaration's check of that result. */
+  uint64_t results;
 } dlx_invoke_proof;
 
 /* The checks of dlx_invoke_run without running the kernel (a declared kernel only); on
@@ -63,9 +67,11 @@ typedef struct dlx_invoke_proof {
 int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof);
 
 /* dlx_invoke_run for arguments that already passed dlx_invoke_check with `proof`: the
- * caller vouches that they are the same plan, kinds, dtypes and shapes (only data pointers
- * differ; an XLA call site, whose shapes are static), so the per-argument checks are
- * skipped. The kernel's results are still checked. */
+ * caller vouches that they are the same plan, kinds, dtypes and shapes, its out buffers'
+ * included (only data pointers differ; an XLA call site, whose shapes are static), so the
+ * per-argument checks are skipped. The kernel's results are still checked: each against
+ * its out buffer, and against the declaration where the proof has not shown that out
+ * buffer to meet it. */
 int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof);
 
 /* ---- a compiled call's inputs to arguments ------------------------------------------- */

@@ -12,8 +12,9 @@
  * call starts with "<kernel>(): ".
  *
  * Unsigned and signed kernels have loops of their own (call_unsigned, call_signed), so
- * that the unsigned one pays nothing for signatures; both take exact floats and small
- * ints in line, and every other object through one conversion (convert_object: numpy
+ * that the unsigned one pays nothing for signatures; both take arrays of the vouched
+ * ndarray type (numpy_in_line), exact floats and small ints in line, and every other
+ * object through one conversion (convert_rest: numpy
  * arrays and table views in line, the rest by dlx_convert_arg). What follows the loop is
  * shared (run_call).
  */
@@ -1309,21 +1310,37 @@ typedef struct vouched {
   const DLPackExchangeAPI *api; /* its table */
 } vouched;
 
-/* Argument i, an object the loop did not take in line as a scalar, into its slot by the
- * quickest path that gives what dlx_convert_arg gives: DLX_CONVERT_NUMPY for an ndarray
- * (host memory, owns nothing), else dlx_convert_arg's result (-1 with an exception; the
- * slot is the caller's to release then). Both loops share it. */
-static inline __attribute__((always_inline)) int convert_object(call_state *st, int32_t i,
-                                                                PyObject *obj, PyTypeObject *tp,
-                                                                vouched *np, int with_flags) {
+/* Argument i in line when it is an array of the vouched ndarray type that needs no more
+ * than the fast view: 1, else 0 (nothing written that matters). */
+static inline __attribute__((always_inline)) int numpy_in_line(call_state *st, int32_t i,
+                                                               PyObject *obj, PyTypeObject *tp,
+                                                               const vouched *np) {
   dlx_arg *a = &st->argv[i];
   dlx_slot *slot = &st->slots[i];
-  if (tp == np->type && dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly)) {
-    a->kind = DLX_ARG_TENSOR;
-    a->value.tensor = &slot->view;
-    slot->api = np->api;
-    return DLX_CONVERT_NUMPY;
-  }
+  if (tp != np->type || !dlx_numpy_view_fast(obj, &slot->view, slot->scratch, &a->readonly))
+    return 0;
+  a->kind = DLX_ARG_TENSOR;
+  a->value.tensor = &slot->view;
+  slot->api = np->api;
+  return 1;
+}
+
+/* The start of every call: vouched for ndarray when the cache has found it on dlx's numpy
+ * provider (dlx_numpy_vouched), which saves the first array its cache lookup. */
+static inline vouched vouched_at_start(void) {
+  return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
+}
+
+/* Argument i, an object the loop took neither in line as a scalar nor by numpy_in_line,
+ * into its slot by the quickest path that gives what dlx_convert_arg gives:
+ * DLX_CONVERT_NUMPY for an ndarray (host memory, owns nothing), else dlx_convert_arg's
+ * result (-1 with an exception; the slot is the caller's to release then). Both loops
+ * share it. */
+static inline __attribute__((always_inline)) int convert_rest(call_state *st, int32_t i,
+                                                              PyObject *obj, PyTypeObject *tp,
+                                                              vouched *np, int with_flags) {
+  dlx_arg *a = &st->argv[i];
+  dlx_slot *slot = &st->slots[i];
   const dlx_type_info *info = dlx_type_info_hit(tp);
   if (info && info->view) {
     np->type = NULL; /* the table's code runs */
@@ -1354,12 +1371,13 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
   call_state st; /* field by field (state_init): an initializer would zero it all */
   state_init(&st, k, nargs, MAX_RESULTS, args);
   int32_t device_arg = -1;
-  vouched np = {NULL, NULL};
+  vouched np = vouched_at_start();
   dlx_call_enter(); /* tables this call uses stay alive until it leaves */
   for (int32_t i = 0; i < nargs; ++i) {
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st.argv[i];
+    if (numpy_in_line(&st, i, obj, tp, &np)) continue; /* host memory, owns nothing */
     if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
       a->kind = DLX_ARG_INT;
       a->readonly = 0;
@@ -1371,7 +1389,7 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
       a->value.f = PyFloat_AS_DOUBLE(obj);
       continue;
     }
-    int rc = convert_object(&st, i, obj, tp, &np, 0); /* no parity work: no flags */
+    int rc = convert_rest(&st, i, obj, tp, &np, 0); /* no parity work: no flags */
     if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
       if (rc < 0) {
@@ -1409,7 +1427,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
   dlx_sig_bindings_init(&st.binds, sig);
   dlx_sig_bindings *const binds = &st.binds;
   int32_t device_arg = -1;
-  vouched npv = {NULL, NULL};
+  vouched npv = vouched_at_start();
   dlx_call_enter();
   const dlx_sig_quick *q = k->quick;
   for (int32_t i = 0; i < np; ++i, ++q) {
@@ -1438,6 +1456,10 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
       continue;
     }
     int rc;
+    if (numpy_in_line(&st, i, obj, tp, &npv)) { /* the vouched ndarray first, as unsigned */
+      rc = DLX_CONVERT_NUMPY;
+      goto converted;
+    }
     /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
      * READ_ONLY travels with the owned export only), so the owned export is asked and a
      * read-only tensor is refused by the check; a table known never to export a read-only
@@ -1459,7 +1481,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
         goto converted;
       }
     }
-    rc = convert_object(&st, i, obj, tp, &npv, 1);
+    rc = convert_rest(&st, i, obj, tp, &npv, 1);
   converted:
     if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
       if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&

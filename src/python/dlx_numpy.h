@@ -38,19 +38,28 @@ static inline int dlx_numpy_view_fast(PyObject *obj, DLTensor *out, int64_t *scr
                                       int32_t *readonly) {
   PyArrayObject *a = (PyArrayObject *)obj;
   const int32_t nd = PyArray_NDIM(a);
-  if (PyArray_DESCR(a) != dlx_numpy_last.descr || nd > DLX_SCRATCH_DIMS) return 0;
+  if (PyArray_DESCR(a) != dlx_numpy_last.descr) return 0;
   const int64_t mask = dlx_numpy_last.mask; /* in locals: `scratch` might alias them */
   const int shift = dlx_numpy_last.shift;
   const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
-  for (int32_t d = 0; d < nd; ++d) {
-    if (bytes[d] & mask) return 0;
-    scratch[d] = bytes[d] >> shift;
+  int64_t *shape = (int64_t *)PyArray_DIMS(a);
+  if (__builtin_expect(nd == 1, 1)) { /* the common case without the loop's tests */
+    if (bytes[0] & mask) return 0;
+    scratch[0] = bytes[0] >> shift;
+  } else {
+    if (nd > DLX_SCRATCH_DIMS) return 0;
+    for (int32_t d = 0; d < nd; ++d) {
+      if (bytes[d] & mask) return 0;
+      scratch[d] = bytes[d] >> shift;
+    }
+    if (!nd) shape = scratch; /* never NULL */
   }
+  static const DLDevice cpu = {kDLCPU, 0};
   out->data = PyArray_DATA(a);
-  out->device = (DLDevice){kDLCPU, 0};
+  memcpy(&out->device, &cpu, sizeof cpu); /* one 8-byte store */
   out->ndim = nd;
   out->dtype = dlx_numpy_last.dtype;
-  out->shape = nd ? (int64_t *)PyArray_DIMS(a) : scratch; /* never NULL */
+  out->shape = shape;
   out->strides = scratch;
   out->byte_offset = 0;
   *readonly = !PyArray_ISWRITEABLE(a);

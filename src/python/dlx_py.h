@@ -217,6 +217,13 @@ int dlx_numpy_scratch_view(PyObject *obj, DLTensor *out, int64_t *scratch, int32
 /* 1 when `obj` is an ndarray whose dtype DLPack cannot express (object, structured,
  * non-native byte order...), else 0; never raises. For error messages. */
 int dlx_numpy_dtype_inexpressible(PyObject *obj);
+/* dlx's ndarray table (what dlx_numpy_table returns once numpy's C API is imported). */
+extern const DLPackExchangeAPI *const dlx_numpy_api;
+/* numpy.ndarray, once the type cache found it converted by dlx's numpy provider (tables.c),
+ * else NULL. An immutable type under an immutable metatype: nothing but a provider's
+ * registration (which clears this) changes how its objects convert, so every call starts
+ * vouched for it (call.c) and views its arrays in line without a cache lookup. */
+extern DLX_ATOMIC(PyTypeObject *) dlx_numpy_vouched;
 
 /* ---- jax_table.c: dlx's exchange table for jax.Array (module function _install_jax) ---- */
 int dlx_jax_init(PyObject *module);

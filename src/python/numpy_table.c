@@ -406,6 +406,8 @@ static const DLPackExchangeAPI numpy_api = {
     .current_work_stream = dlx_no_stream, /* host-only */
 };
 
+const DLPackExchangeAPI *const dlx_numpy_api = &numpy_api;
+
 const DLPackExchangeAPI *dlx_numpy_table(void) {
   /* The flag publishes numpy's API table to readers that skip the lock: acquire/release
    * (a relaxed flag let a reader see it set before the table's pointer). */

@@ -29,6 +29,7 @@ unsigned int dlx_provider_generation = 1; /* bumped on register: drops every ent
 unsigned int dlx_calls_active;
 PyObject *dlx_retired; /* list, or NULL when empty */
 #endif
+DLX_ATOMIC(PyTypeObject *) dlx_numpy_vouched;
 /* Publishing an entry, retiring one, the provider views: short, no Python code inside. */
 static dlx_mutex cache_lock;
 static PyObject *providers;                  /* dict: type -> capsule */
@@ -340,6 +341,16 @@ static void fill_entry(PyTypeObject *tp, dlx_type_info *fresh, unsigned int gene
     fresh->view = fresh->api->dltensor_from_py_object_no_sync;
 }
 
+/* An entry that puts ndarray's arrays on dlx's in-line view for good (dlx_numpy_vouched):
+ * dlx's numpy provider on a type whose attributes, and its metatype's, cannot change. */
+static void vouch_numpy(PyTypeObject *tp, const dlx_type_info *e, unsigned int generation) {
+  if (e->scratch_view == dlx_numpy_scratch_view && e->api == dlx_numpy_api &&
+      PyType_HasFeature(tp, Py_TPFLAGS_IMMUTABLETYPE) &&
+      PyType_HasFeature(Py_TYPE(tp), Py_TPFLAGS_IMMUTABLETYPE) &&
+      generation == dlx_relaxed_load(&dlx_provider_generation))
+    dlx_relaxed_store(&dlx_numpy_vouched, tp);
+}
+
 #if DLX_FREE_THREADED
 const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   dlx_relaxed_add(&dlx_stat_type_lookups, 1);
@@ -358,9 +369,10 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   *e = fresh;
   int cacheable = dlx_version_tag_valid(tp) && dlx_version_tag_valid(Py_TYPE(tp));
   DLX_LOCK(&cache_lock);
-  if (cacheable && generation == atomic_load(&dlx_provider_generation))
+  if (cacheable && generation == atomic_load(&dlx_provider_generation)) {
     retire_locked(atomic_exchange(&dlx_type_cache[dlx_type_index(tp)], e));
-  else
+    vouch_numpy(tp, e, generation);
+  } else
     retire_locked(e); /* for this call only: freed after it (the caller is a call) */
   DLX_UNLOCK(&cache_lock);
   return e;
@@ -380,6 +392,7 @@ const dlx_type_info *dlx_type_info_miss(PyTypeObject *tp) {
   else
     dlx_retire_owner(old); /* a call in progress may still be using its table */
   if (!dlx_version_tag_valid(tp) || !dlx_version_tag_valid(Py_TYPE(tp))) e->type = NULL; /* uncacheable: keep it for this call only */
+  else vouch_numpy(tp, e, dlx_provider_generation);
   return e;
 }
 #endif
@@ -396,7 +409,9 @@ int dlx_register_provider(PyTypeObject *tp, PyObject *capsule, dlx_scratch_view_
     provider_views[k].view = view; /* a re-registration without a view drops the old one */
   }
   /* Every entry is asked afresh (its owner stays until refilled, then is retired as on
-   * any refill): the hit test need not compare generations on every call. */
+   * any refill): the hit test need not compare generations on every call. ndarray too:
+   * the registration may be for it or a base. */
+  dlx_relaxed_store(&dlx_numpy_vouched, NULL);
 #if DLX_FREE_THREADED
   atomic_fetch_add(&dlx_provider_generation, 1);
   for (size_t i = 0; i < DLX_TYPE_CACHE_SIZE; ++i)

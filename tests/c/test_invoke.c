@@ -321,6 +321,59 @@ static void test_check_then_run_checked(void **state) {
   dlx_sig_free(s);
 }
 
+/* n + 1 elements where f32[n] is declared */
+static int too_long(dlx_call *call) {
+  ++ran;
+  DLTensor *x, *y;
+  int64_t n;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_size(call, "n", &n)) return -1;
+  ++n;
+  return dlx_return_new_tensor(call, x->device, 1, &n, x->dtype, &y);
+}
+
+/* The proof keeps which out buffers meet their declared result (issue 33): a call on the
+ * proof compares the kernel's result with that buffer only, and a result that differs from
+ * it still meets the declaration's check, in the declaration's words. */
+static void test_proof_results(void **state) {
+  (void)state;
+  dlx_sig *s = plan("x: f32[n], a: float = 2.0 -> f32[n]");
+  float xd[3] = {1, 2, 3}, yd[4] = {0};
+  int64_t n3 = 3, n4 = 4;
+  DLTensor x = tensor(xd, &n3, 1, f32), y = tensor(yd, &n3, 1, f32), *out[1] = {&y};
+  dlx_arg args[2] = {{.kind = DLX_ARG_TENSOR, .value.tensor = &x},
+                     {.kind = DLX_ARG_FLOAT, .value.f = 2}};
+  dlx_invoke inv = {.fn = scale, .plan = s, .name = "scale", .args = args, .nargs = 2,
+                    .out = out, .nout = 1};
+  dlx_invoke_proof proof;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), 0);
+  assert_int_equal(proof.results, 1); /* out[0] is f32[3] with n=3 */
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), 0);
+  assert_true(yd[2] == 6.0f);
+  /* proved, but the kernel makes f32[4]: the declaration refuses it, as unproved */
+  const char *too_long_words =
+      "too_long(): result 0 must be f32[n] with n=3 (from 'x'), got f32[4]";
+  inv.fn = too_long;
+  inv.name = "too_long";
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+  assert_string_equal(inv.error_kind, "ValueError");
+  assert_string_equal(inv.error, too_long_words);
+  proof.results = 0;
+  assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+  assert_string_equal(inv.error, too_long_words);
+  /* an out buffer that does not meet its result is not proved */
+  y.shape = &n4;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), 0);
+  assert_int_equal(proof.results, 0);
+  dlx_sig_free(s);
+  /* nor one that binds a symbol (a result-only m): dlx_size(m) stays unbound until then */
+  s = plan("x: f32[n] -> f32[m]");
+  dlx_invoke inv2 = {.fn = scale, .plan = s, .name = "k", .args = args, .nargs = 1,
+                     .out = out, .nout = 1};
+  assert_int_equal(dlx_invoke_check(&inv2, &proof), 0);
+  assert_int_equal(proof.results, 0);
+  dlx_sig_free(s);
+}
+
 static void test_api_struct(void **state) {
   (void)state;
   assert_int_equal(dlx_invoke_api_v1.version, DLX_INVOKE_API_VERSION);
@@ -333,6 +386,7 @@ static void test_api_struct(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preallocated_result),
+      cmocka_unit_test(test_proof_results),
       cmocka_unit_test(test_checked_before_the_kernel),
       cmocka_unit_test(test_mut_floats_of_ints_and_stream),
       cmocka_unit_test(test_scalar_results_and_errors),
