@@ -266,8 +266,10 @@ def install(prefer=None):
         _core.set_active_backend(name)
         native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
         cached = None
-        if native is not None and pref == "auto" and name != "torch_npu":
-            # with torch_npu the native table keeps its stream overlay unless asked
+        if (native is not None and pref == "auto" and name != "torch_npu"
+                and _table_is_torchs_own(torch)):
+            # with torch_npu the native table keeps its stream overlay unless asked; a
+            # table someone else put on torch.Tensor is theirs, kept as 'native' was
             cached = cached_addon(name, torch)
         if cached is not None:
             path, ident, capsule = cached
