@@ -43,11 +43,23 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$venv/bin/python" -c '' 2>
   echo "$want" >"$stamp"
 fi
 
+# 3. dlx's torch addon for the venv's torch, built ahead into dlx's cache (DLX_CACHE_DIR,
+#    else ~/.cache/dlx): where torch ships its own table, dlx.torch.install() takes the addon
+#    by default only when the cache holds it, and never compiles on a call. A cached addon
+#    is only loaded (a second); an interpreter without torch (.venv-newer) skips it.
+build_addon() {
+  if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    "$venv/bin/python" -m dlx build-addon >/dev/null ||
+      echo "setup: python -m dlx build-addon failed (above); torch's own table serves" >&2
+  fi
+}
+
 installed=$build/.dlx-installed
 inputs=("$root/CMakeLists.txt" "$root/pyproject.toml" "$stamp" "$root/include" "$root/src"
         "$root/python" "$root/cmake" "$root/tests/kernels" "$root/tests/fixtures" "$root/examples")
 if [ -f "$installed" ] && [ -z "$(find "${inputs[@]}" -type f -newer "$installed" \
                                  -not -name '*.pyc' -print -quit)" ]; then
+  build_addon
   exit 0
 fi
 # A build folder configured by hand (make's generator) cannot be reused by pip's (Ninja).
@@ -63,3 +75,4 @@ CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} quiet_pip install -q
   --config-settings=build-dir="$build" --config-settings=cmake.define.DLX_BUILD_TESTS=ON \
   --config-settings=cmake.define.DLX_BUILD_C_TESTS=OFF "$root"
 mv "$installed.next" "$installed"
+build_addon

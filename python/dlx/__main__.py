@@ -190,6 +190,10 @@ def _table_reason(rec, torch, choice):
     if rec.source == "addon" and not (choice and choice.had_table):
         return (f"torch {torch.__version__} has no __dlpack_c_exchange_api__; dlx compiled "
                 "one against it")
+    if rec.source == "addon" and choice and choice.prefer == "auto":
+        return (f"torch {torch.__version__} ships its own __dlpack_c_exchange_api__; dlx's "
+                "addon for it was in the cache, so it replaces it (fewer instructions per "
+                f"tensor; {choice.origin})")
     if rec.source == "addon":
         return (f"torch {torch.__version__} ships its own __dlpack_c_exchange_api__; dlx's "
                 f"addon replaces it because {choice.origin} (fewer instructions per tensor)")
@@ -197,10 +201,11 @@ def _table_reason(rec, torch, choice):
     if rec.source == "native+stream":
         why += (f"; its table answers no {rec.backend} stream, so dlx lays its stream "
                 "overlay over it")
-    if choice and choice.origin != "default":
+    if choice and choice.prefer != "auto":
         why += f" ({choice.origin})"
     else:
-        why += " (native by default; DLX_TORCH_TABLE=addon puts dlx's addon in force)"
+        why += (" (dlx's addon is not in the cache: `python -m dlx build-addon` builds it, "
+                "and later processes take it by default; DLX_TORCH_TABLE=native keeps torch's)")
     return why
 
 

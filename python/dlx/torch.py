@@ -180,22 +180,41 @@ def ensure_addon(backend, output_dir=None, torch=None):
     return path, ident, _core.load_addon(path, ident)
 
 
+def cached_addon(backend, torch=None):
+    """(path, identity, table capsule) of the addon for `backend` when the cache already
+    holds it for this exact torch and dlx (the identity names the file), else None. Never
+    compiles and never creates the cache folder: install()'s default asks this on the first
+    torch call, where a compiler run would be a minute's wait. A file that is missing,
+    untrusted, corrupt or of another identity, or a cache folder dlx refuses, is None."""
+    spec = build_spec(backend, torch)
+    ident, name = identity(spec, torch)
+    path = os.path.join(cache_dir(), name)
+    if not os.path.isfile(path):  # the usual miss: one stat, nothing opened
+        return None
+    try:
+        return path, ident, _core.load_addon(path, ident)
+    except (ImportError, OSError):  # ensure_addon (build-addon) would rebuild or refuse it
+        return None
+
+
 def installed():
     """The Record of the table in force, or None before install()."""
     return _record
 
 
-TABLES = ("native", "addon")
+TABLES = ("native", "addon", "auto")
 Choice = collections.namedtuple("Choice", "prefer origin had_table")
-Choice.__doc__ = """How install() decided: the preference ('native' or 'addon'), what said so
-(preference()'s origin) and whether torch.Tensor already had a table (False: the addon,
-whatever the preference)."""
+Choice.__doc__ = """How install() decided: the preference ('native', 'addon' or 'auto'), what
+said so (preference()'s origin) and whether torch.Tensor already had a table (False: the
+addon, whatever the preference). 'auto' took the addon when the cache held it for this
+torch, else torch's own table: Record.source says which."""
 _choice = None
 
 
 def preference(prefer=None):
-    """(table, origin): the table install() prefers where torch ships its own, 'native' or
-    'addon', and what said so ("prefer='addon'", 'DLX_TORCH_TABLE=addon' or 'default').
+    """(table, origin): the table install() prefers where torch ships its own, 'native',
+    'addon' or 'auto' (the default: the addon when it is in the cache already, else torch's
+    own), and what said so ("prefer='addon'", 'DLX_TORCH_TABLE=addon' or 'default').
     prefer overrides the environment; an unknown value raises ValueError naming its origin."""
     if prefer is not None:
         if not isinstance(prefer, str):
@@ -207,10 +226,10 @@ def preference(prefer=None):
         return prefer, f"prefer={prefer!r}"
     env = os.environ.get("DLX_TORCH_TABLE")
     if not env:  # unset or empty: the default
-        return "native", "default"
+        return "auto", "default"
     if env not in TABLES:
         raise ValueError(f"DLX_TORCH_TABLE={env!r}: expected one of {', '.join(TABLES)} "
-                         "(unset means native)")
+                         "(unset means auto)")
     return env, f"DLX_TORCH_TABLE={env}"
 
 
@@ -223,10 +242,12 @@ def install(prefer=None):
     """Make torch.Tensor.__dlpack_c_exchange_api__ usable for the selected backend and
     return a Record. With DLX_DISABLE_TORCH_ADDON=1 nothing changes and None is returned.
 
-    Where torch ships its own table (torch >= 2.10), prefer ('native' or 'addon'; None:
-    DLX_TORCH_TABLE, else 'native') says which one goes in force: torch's, or dlx's addon,
-    compiled against it, which converts a tensor in far fewer instructions. A torch without
-    a table always gets the addon. install() decides once per process: a later call returns
+    Where torch ships its own table (torch >= 2.10), prefer ('native', 'addon' or 'auto';
+    None: DLX_TORCH_TABLE, else 'auto') says which one goes in force: torch's, or dlx's
+    addon, compiled against it, which converts a tensor in far fewer instructions. 'auto'
+    takes the addon when the cache holds it already (`python -m dlx build-addon` builds it
+    ahead), else torch's own table: it never compiles. A torch without a table always gets
+    the addon (built on the first call when missing, said on stderr). install() decides once per process: a later call returns
     the Record in force, and raises RuntimeError when its explicit prefer asks for the
     other table (the first torch tensor reaching a kernel also decides: call install(prefer)
     or set DLX_TORCH_TABLE before that)."""
@@ -244,7 +265,17 @@ def install(prefer=None):
         name, _ = selection(torch)
         _core.set_active_backend(name)
         native = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-        if native is not None and pref == "native":
+        cached = None
+        if (native is not None and pref == "auto" and name != "torch_npu"
+                and _table_is_torchs_own(torch)):
+            # with torch_npu the native table keeps its stream overlay unless asked; a
+            # table someone else put on torch.Tensor is theirs, kept as 'native' was
+            cached = cached_addon(name, torch)
+        if cached is not None:
+            path, ident, capsule = cached
+            torch.Tensor.__dlpack_c_exchange_api__ = capsule
+            _record = Record("addon", name, path, ident)
+        elif native is not None and pref != "addon":
             if name == "torch_npu":
                 # Native conversions, NPU stream from the runtime provider.
                 torch.Tensor.__dlpack_c_exchange_api__ = _core.stream_overlay(native)
@@ -265,6 +296,8 @@ def _refuse_other_table(prefer):
     """A second install() that explicitly asks for the table not in force: an error, not a
     silent no (the table is chosen once; swapping it under live calls is not supported)."""
     if prefer is None:
+        return
+    if prefer == "auto":  # whichever auto chose, or was chosen: not a conflict
         return
     wants_addon = prefer == "addon" or not _choice.had_table  # without a native table: the addon
     if wants_addon != (_record.source == "addon"):

@@ -87,6 +87,19 @@ def test_torch_budget_reads_the_addon_rows_where_torch_has_its_own_table():
         "141<245 141<245 141<245", True)
 
 
+def test_torch_ahead_of_tvm_ffi_reads_the_default_table_the_addon():
+    """Where torch ships its own table, the default path is the cached addon ('pta' rows,
+    issue 33), compared with tvm-ffi's 'pt' rows; torch's own table ('pt') is not."""
+    c = passing()
+    c.update(rows("pt", "dlx", 780, 624))
+    c.update(rows("pta", "dlx", 190, 141))
+    c.update(rows("pt", "tvm-ffi", 1000, 500))
+    measured, met = verdicts(c)["torch tensors: ahead of tvm-ffi per call and per extra object"]
+    assert met and measured.split()[0] == f"{105 + 190:.0f}<{105 + 1000:.0f}"
+    c.update(rows("pt", "tvm-ffi", 1000, 140))  # cheaper per extra tensor than the addon
+    assert not verdicts(c)["torch tensors: ahead of tvm-ffi per call and per extra object"][1]
+
+
 def test_tvm_ffi_comparison_needs_both_each_call_and_each_step_ahead():
     c = passing()
     c.update(rows("np", "tvm-ffi", 3000, 2000))

@@ -220,7 +220,7 @@ print(dt.installed().source, dt.choice().origin)
 
 
 @needs_new
-def test_python_implementation_where_the_addon_cannot_be_built():
+def test_python_implementation_where_the_addon_cannot_be_built(tmp_path):
     r = run_python(f"""
 import torch, dlx, dlx.torch as dt
 def no_addon(*args, **kwargs):
@@ -236,7 +236,7 @@ try:
 except ValueError as e:
     print(e)
 print(dt.installed())
-""")
+""", env={"DLX_CACHE_DIR": str(tmp_path / "cold")})  # no addon cached: the default is torch's
     lines = r.stdout.splitlines()
     assert lines[0] == "python (torch addon unavailable: RuntimeError: no compiler here)"
     assert lines[1] == "[[0.0, 0.0], [0.0, 1.0], [0.0, 2.0]]"

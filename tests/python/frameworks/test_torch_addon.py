@@ -46,24 +46,23 @@ def record():
 
 
 def _in_force(kind, record):
-    """Put `kind` ('addon' or 'native') in force on torch.Tensor; yields its Record."""
-    if kind == "native":
-        if NATIVE is None:
-            pytest.skip(f"torch {torch.__version__} has no native exchange table "
-                        "(torch >= 2.10 ships one)")
-        rec = dt.install()
-        assert rec == ("native", "cpu", None, None)
-        assert torch.Tensor.__dlpack_c_exchange_api__ is NATIVE
-        yield rec
-        return
+    """Put `kind` ('addon' or 'native') in force on torch.Tensor for the test, whichever
+    table this process chose (by default the addon once the session cache holds it, else
+    torch's own); yields its Record and puts the process's table back after."""
+    if kind == "native" and NATIVE is None:
+        pytest.skip(f"torch {torch.__version__} has no native exchange table "
+                    "(torch >= 2.10 ships one)")
     if NATIVE is None:
         yield record
         return
-    torch.Tensor.__dlpack_c_exchange_api__ = dt.ensure_addon("cpu")[2]  # cached: no build
+    dt.install()  # the process's own choice first, so that it is what comes back
+    before = torch.Tensor.__dict__["__dlpack_c_exchange_api__"]
+    torch.Tensor.__dlpack_c_exchange_api__ = (
+        NATIVE if kind == "native" else dt.ensure_addon("cpu")[2])  # cached: no build
     try:
-        yield record
+        yield record if kind == "addon" else dt.Record("native", "cpu", None, None)
     finally:
-        torch.Tensor.__dlpack_c_exchange_api__ = NATIVE
+        torch.Tensor.__dlpack_c_exchange_api__ = before
 
 
 @pytest.fixture(params=["addon", "native"])
@@ -198,20 +197,79 @@ def test_dlx_torch_table_addon_builds_into_a_cold_cache(tmp_path):
     assert_kernels_ran(out)
 
 
-@pytest.mark.parametrize("table", [None, "native"])
-def test_native_is_the_default_preference(record, table):
-    out = install_in_child(table=table)
-    origin = "DLX_TORCH_TABLE=native" if table else "default"
-    assert out["choice"] == {"prefer": "native", "origin": origin,
+def test_native_when_asked(record):
+    out = install_in_child(table="native")
+    assert out["choice"] == {"prefer": "native", "origin": "DLX_TORCH_TABLE=native",
                              "had_table": NATIVE is not None}
     if NATIVE is None:  # torch 1.13 has nothing to prefer: the addon whatever was asked
         assert out["record"]["source"] == "addon" and out["holds"] == "addon"
         assert out["record"]["path"] == record.path
-    else:
+    else:  # the addon in the cache (record) is not taken
         assert out["record"] == {"source": "native", "backend": "cpu", "path": None,
                                  "identity": None}
         assert out["holds"] == "shipped"
     assert_kernels_ran(out)
+
+
+@pytest.mark.parametrize("table", [None, "auto"])
+def test_the_default_takes_the_cached_addon(record, table):
+    """Issue 33: unset (or auto), the addon goes in force whenever the cache holds it for
+    this torch (record built it into the session cache): loaded, nothing compiled."""
+    out = install_in_child(table=table)
+    origin = "DLX_TORCH_TABLE=auto" if table else "default"
+    assert out["choice"] == {"prefer": "auto", "origin": origin,
+                             "had_table": NATIVE is not None}
+    assert out["record"] == {"source": "addon", "backend": "cpu", "path": record.path,
+                             "identity": record.identity}
+    assert out["holds"] == "addon" and "building" not in out["stderr"]
+    assert_kernels_ran(out)
+
+
+@needs_native
+def test_the_default_without_a_cached_addon_is_torchs_own(tmp_path, record):
+    """A cold cache: the default keeps torch's table and compiles nothing (the first call
+    never waits for a compiler); once the cache holds the addon (build-addon's file, copied
+    here), the next process takes it."""
+    cache = tmp_path / "c"
+    code = ("import dlx, dlx.torch as dt, torch, os\n"
+            "k = dlx.load(os.environ['DLX_BUILD_DIR'] + '/kernels/test_kernels.so')\n"
+            "print(k.sum(torch.ones(3)), dt.installed().source, dt.installed().path,\n"
+            "      dt.choice().prefer, dt.choice().origin)\n")
+    env = {"DLX_CACHE_DIR": str(cache), "DLX_TORCH_TABLE": ""}
+    out = run_python(code, env=env)
+    assert out.stdout.split() == ["3.0", "native", "None", "auto", "default"]
+    assert "building" not in out.stderr
+    assert not cache.exists() or os.listdir(cache) == []  # nothing built, nothing made
+    cache.mkdir(mode=0o700)
+    shutil.copy2(record.path, cache / os.path.basename(record.path))
+    again = run_python(code, env=env)
+    assert again.stdout.split() == ["3.0", "addon", str(cache / os.path.basename(record.path)),
+                                    "auto", "default"]
+    assert "building" not in again.stderr
+
+
+@needs_native
+@pytest.mark.parametrize("damage", ["corrupt", "writable by others"])
+def test_the_default_never_rebuilds_a_bad_cached_addon(tmp_path, record, damage):
+    """A cached file the loader refuses (corrupt seal, writable by others) is left as it
+    is and torch's own table serves: only build-addon / ensure_addon rebuilds it."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    bad = cache / os.path.basename(record.path)
+    shutil.copyfile(record.path, bad)
+    if damage == "corrupt":
+        with open(bad, "r+b") as f:
+            f.seek(100)
+            f.write(b"\xff" * 16)
+        os.chmod(bad, 0o600)
+    else:
+        os.chmod(bad, 0o666)
+    before = bad.read_bytes()
+    r = run_python("import dlx.torch as dt, torch\n"
+                   "print(dt.install().source, dt.choice().prefer)\n",
+                   env={"DLX_CACHE_DIR": str(cache), "DLX_TORCH_TABLE": ""})
+    assert r.stdout.split() == ["native", "auto"]
+    assert "building" not in r.stderr and bad.read_bytes() == before
 
 
 @pytest.mark.parametrize("prefer, table", [("native", "addon"), ("addon", "native"),
@@ -255,34 +313,38 @@ def test_bad_prefer_is_refused_in_any_state(record):
         dt.preference("")
 
 
-def test_unset_or_empty_dlx_torch_table_is_native(monkeypatch):
+def test_unset_or_empty_dlx_torch_table_is_auto(monkeypatch):
     monkeypatch.delenv("DLX_TORCH_TABLE", raising=False)
-    assert dt.preference() == ("native", "default")
+    assert dt.preference() == ("auto", "default")
     monkeypatch.setenv("DLX_TORCH_TABLE", "")
-    assert dt.preference() == ("native", "default")
+    assert dt.preference() == ("auto", "default")
+    monkeypatch.setenv("DLX_TORCH_TABLE", "auto")
+    assert dt.preference() == ("auto", "DLX_TORCH_TABLE=auto")
     monkeypatch.setenv("DLX_TORCH_TABLE", "addon")
     assert dt.preference() == ("addon", "DLX_TORCH_TABLE=addon")
 
 
-def test_a_second_install_keeps_the_first_choice():
+def test_a_second_install_keeps_the_first_choice(tmp_path):
     """The table is chosen once per process: a later install() returns the Record in force,
-    and one whose prefer asks for the other table raises RuntimeError."""
+    and one whose prefer asks for the other table raises RuntimeError ('auto' accepts
+    either). A cold cache: the default is torch's own table where torch has one."""
     out = run_python(
         "import dlx.torch as dt\n"
         "first = dt.install()\n"
-        "same = [dt.install() is first, dt.install(prefer='native') is first]\n"
+        "same = [dt.install() is first, dt.install(prefer='native') is first,\n"
+        "        dt.install(prefer='auto') is first]\n"
         "try:\n"
         "    print(dt.install(prefer='addon') is first)\n"
         "except RuntimeError as e:\n"
         "    print('RuntimeError', e)\n"
-        "print(first.source, *same)\n")
+        "print(first.source, *same)\n", env={"DLX_CACHE_DIR": str(tmp_path / "c")})
     other, rest = out.stdout.splitlines()
     if NATIVE is None:  # the addon is the only table: asking for it again is no conflict
-        assert other == "True" and rest.split() == ["addon", "True", "True"]
+        assert other == "True" and rest.split() == ["addon", "True", "True", "True"]
     else:
         assert other.startswith("RuntimeError dlx.torch.install(prefer='addon'): the native "
                                 "table is already in force (default)")
-        assert "DLX_TORCH_TABLE" in other and rest.split() == ["native", "True", "True"]
+        assert "DLX_TORCH_TABLE" in other and rest.split() == ["native", "True", "True", "True"]
 
 
 @needs_native
@@ -435,8 +497,9 @@ def test_first_torch_call_sets_torch_up(record, table):
         "      torch.Tensor.__dict__.get('__dlpack_c_exchange_api__') is native)\n",
         env={"DLX_TORCH_TABLE": table} if table else None)
     # torch 1.13: the first call builds and puts the addon in force (it replaced None);
-    # a native table is kept as it is, unless DLX_TORCH_TABLE=addon asks for the addon
-    if NATIVE is None or table == "addon":
+    # a native table is kept as it is with DLX_TORCH_TABLE=native, and gives way to the
+    # addon when asked or by default, the session cache holding it (record)
+    if NATIVE is None or table != "native":
         assert out.stdout.split() == ["3.0", "addon", "False"]
     else:
         assert out.stdout.split() == ["3.0", "native", "True"]
@@ -644,7 +707,7 @@ def test_cache_list_and_clean(record, tmp_path):
     assert os.listdir(folder) == []
 
 
-@pytest.mark.parametrize("table", [None, "addon"])
+@pytest.mark.parametrize("table", [None, "addon", "native"])
 def test_doctor_reports_what_it_found(record, table):
     r = cli("doctor", env={"DLX_TORCH_TABLE": table} if table else None, check=True)
     out = r.stdout
@@ -656,10 +719,14 @@ def test_doctor_reports_what_it_found(record, table):
         table = ["table in force: addon (backend cpu)", f"addon: {record.path}",
                  f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
                  "dlx's addon replaces it because DLX_TORCH_TABLE=addon"]
-    else:
+    elif table == "native":
         table = ["table in force: native (backend cpu)",
                  f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
-                 "nothing is compiled (native by default; DLX_TORCH_TABLE=addon"]
+                 "nothing is compiled (DLX_TORCH_TABLE=native)"]
+    else:  # the default, with the addon in the session cache (record)
+        table = ["table in force: addon (backend cpu)", f"addon: {record.path}",
+                 f"why: torch {torch.__version__} ships its own __dlpack_c_exchange_api__; "
+                 "dlx's addon for it was in the cache, so it replaces it"]
     for expected in ("interpreter: ", f"torch {TORCH_MM}", f"C++11 ABI {abi}", "backend: cpu",
                      *table, "cache: ", "compiler: ", "stream providers", "device map"):
         assert expected in out, expected
