@@ -41,6 +41,9 @@ static struct {
   PyObject *function_modes;     /* torch._C._is_torch_function_mode_enabled */
   PyObject *profiler;           /* torch._C._autograd._profiler_enabled */
   PyObject *increment_version;  /* torch._C._increment_version */
+  PyTypeObject *tensor;         /* torch.Tensor: its instances skip the subclass check */
+  PyObject *dispatch_name;      /* "__torch_dispatch__" */
+  PyObject *plain_dispatch;     /* torch.Tensor's, as its type holds it */
 } native;
 
 static dlx_mutex parity_lock;
@@ -90,13 +93,32 @@ static int native_grad(PyObject *obj) {
   return on < 0 ? -1 : on ? grad_refused() : 0;
 }
 
+/* 0, or -1 with a TypeError for a tensor subclass with its own __torch_dispatch__ (DTensor,
+ * other wrapper subclasses): it may own no memory (torch's export of a DTensor crashes), its
+ * operations are its own. The call path then asks dlx._trace, which hands it to the kernel's
+ * operator where there is one (dlx.torch.register; DTensor shards it); else this error.
+ * A plain torch.Tensor pays one pointer compare; a subclass, a cached type lookup. */
+static int native_wrapper(PyObject *obj) {
+  PyTypeObject *tp = Py_TYPE(obj);
+  if (tp == native.tensor) return 0;
+  PyObject *own = _PyType_Lookup(tp, native.dispatch_name);
+  if (!own || own == native.plain_dispatch) return 0;
+  PyErr_Format(PyExc_TypeError,
+               "a %s: a tensor subclass with its own __torch_dispatch__, whose operations "
+               "torch dispatches to it; a kernel cannot read it directly: register the "
+               "kernel with dlx.torch.register(lib, namespace) and call it (or its operator) "
+               "with such tensors, or pass a plain tensor (for a DTensor: .to_local() or "
+               ".full_tensor())", tp->tp_name);
+  return -1;
+}
+
 static int native_view(void *obj, DLTensor *out) {
-  if (native.view(obj, out)) return -1;
+  if (native_wrapper(obj) || native.view(obj, out)) return -1;
   return native_unresolved(obj, out->dtype) ? -1 : native_grad(obj);
 }
 
 static int native_managed(void *obj, DLManagedTensorVersioned **out) {
-  if (native.managed(obj, out)) return -1;
+  if (native_wrapper(obj) || native.managed(obj, out)) return -1;
   DLManagedTensorVersioned *m = *out;
   if (!m || (!native_unresolved(obj, m->dl_tensor.dtype) && !native_grad(obj))) return 0;
   *out = NULL;
@@ -191,6 +213,11 @@ static int native_known(void) {
   PyObject *inference = ok ? PyObject_GetAttrString(base, "is_inference") : NULL;
   PyObject *rg = inference ? PyObject_GetAttrString(base, "requires_grad") : NULL;
   ok = rg && PyObject_TypeCheck(rg, &PyGetSetDescr_Type);
+  PyObject *tensor = ok ? attr_path(torch, "Tensor", NULL) : NULL;
+  PyObject *dname = tensor ? PyUnicode_InternFromString("__torch_dispatch__") : NULL;
+  PyObject *plain = dname && PyType_Check(tensor) ? _PyType_Lookup((PyTypeObject *)tensor, dname)
+                                                  : NULL; /* borrowed */
+  ok = plain != NULL;
   if (ok) {
     DLX_LOCK(&parity_lock); /* free-threaded builds: two threads may learn it at once */
     if (!native.owner) {
@@ -208,6 +235,9 @@ static int native_known(void) {
       native.is_conj = Py_NewRef(got[8]);
       native.is_neg = Py_NewRef(got[9]);
       native.is_inference = Py_NewRef(inference);
+      native.tensor = (PyTypeObject *)Py_NewRef(tensor);
+      native.dispatch_name = Py_NewRef(dname);
+      native.plain_dispatch = Py_NewRef(plain);
       native.owner = Py_NewRef(cap); /* also keeps `rg`'s getter alive: the type lives */
     }
     DLX_UNLOCK(&parity_lock);
@@ -216,6 +246,8 @@ static int native_known(void) {
   for (int i = 0; i < 10; ++i) Py_XDECREF(got[i]);
   Py_XDECREF(inference);
   Py_XDECREF(rg);
+  Py_XDECREF(tensor);
+  Py_XDECREF(dname);
   Py_XDECREF(cap);
   Py_DECREF(torch);
   return ok ? 0 : 1;

@@ -250,6 +250,16 @@ __attribute__((always_inline)) inline bool DescribeFast(const c10::TensorImpl *i
 }
 
 void CheckExportable(const at::Tensor &tensor) {
+  // A subclass with its own __torch_dispatch__ (DTensor, FakeTensor...) may own no memory
+  // at all and its operations are its own: refused here (once per key set, so plain
+  // tensors pay nothing), dlx's trace hook then hands the call to the kernel's operator.
+  if (tensor.key_set().has(c10::DispatchKey::Python)) {
+    Fail("BufferError",
+         "a tensor subclass with its own __torch_dispatch__ (such as a DTensor), whose "
+         "memory a kernel cannot read directly: register the kernel with "
+         "dlx.torch.register(lib, namespace) and call it with such tensors, or pass a plain "
+         "tensor (for a DTensor: .to_local() or .full_tensor())");
+  }
   if (tensor.layout() != c10::kStrided) {
     Fail("BufferError", "only strided tensors can be exported, not " +
                             c10::str(tensor.layout()) + " ones");

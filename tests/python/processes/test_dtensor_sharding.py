@@ -85,3 +85,52 @@ def test_kernel_making_more_than_its_slice_is_refused_on_each_rank(report):
     # 2 rows in, 3 out: checked against the rank's local call (n=6, 2 rows)
     msg = report["overrun"]
     assert "shard_overrun(): result 0 must be f32[..., n]" in msg and "[3, 6]" in msg, msg
+
+
+_EAGER = r"""
+import os, sys
+import torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard
+import dlx, dlx.torch
+sys.path.insert(0, {here!r})
+import dtensor_tasks
+
+os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+mesh = init_device_mesh("cpu", (1,))
+x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+w = torch.full((3,), 2.0)
+dx, dw = distribute_tensor(x, mesh, [Shard(0)]), distribute_tensor(w, mesh, [Shard(0)])
+lib = dlx.load_inline(dtensor_tasks.SHARD_KERNELS, name="shard_kernels")
+try:
+    lib.shard_scale(dx, dw)
+except Exception as e:
+    print("unregistered:", type(e).__name__, e)
+dlx.torch.register(lib, "dlx_eager_dt")
+out = lib.shard_scale(dx, dw)
+print("registered:", type(out).__name__, torch.equal(out.full_tensor(), lib.shard_scale(x, w)))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("table", ["auto", "native"])
+def test_eager_call_on_a_dtensor(table, child_env):
+    """lib.NAME(dtensor) outside torch.compile: a DTensor owns no memory a kernel can read
+    (this crashed the process); refused by either table's export, the call reaches the
+    operator (its sharding strategy), and an unregistered kernel says what to do."""
+    _dtensor_torch()
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)  # child_env: PYTHONPATH as this process's
+    env["DLX_TORCH_TABLE"] = table
+    code = _EAGER.format(here=os.path.dirname(dtensor_tasks.__file__), port=free_port())
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    assert lines.get("registered") == "DTensor True", r.stdout + r.stderr[-2000:]
+    unreg = lines.get("unregistered", "")
+    assert "shard_scale()" in unreg and "__torch_dispatch__" in unreg, unreg
