@@ -1,7 +1,8 @@
 // dlx_aoti_run: a C++ program without Python that registers dlx kernels as torch operators
 // (dlx_torch_register) and runs an AOTInductor package holding them. Driven by
 // tests/python/compilers/test_aoti_cxx.py:
-//   dlx_aoti_run [--register LIB NS]... [--schema NS::NAME]... [--run PACKAGE INPUTS]
+//   dlx_aoti_run [--register LIB NS]... [--schema NS::NAME]... [--call NS::NAME N]...
+//                [--run PACKAGE INPUTS]
 // Each step prints one line: "register ok" / "register error: MESSAGE", the schema torch
 // holds, and per case of INPUTS (lines "x N v... y M v...", float32 1-d tensors in the
 // package's argument order) the result's shape and values. Exit status 0 when every step
@@ -12,8 +13,10 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -71,6 +74,18 @@ int main(int argc, char **argv) {
         std::printf("schema error: no operator %s\n", argv[i]);
         status = 1;
       }
+    } else if (std::strcmp(argv[i], "--call") == 0 && i + 2 < argc) {
+      // the operator called directly (the dispatcher, boxed) on one float32 tensor of N
+      try {
+        auto op = c10::Dispatcher::singleton().findSchemaOrThrow(argv[i + 1], "");
+        std::vector<c10::IValue> stack{at::ones({std::atoll(argv[i + 2])}, at::kFloat)};
+        op.callBoxed(&stack);
+        std::printf("call ok\n");
+      } catch (const c10::Error &e) {
+        std::printf("call error: %s\n", e.what_without_backtrace());
+        status = 1;
+      }
+      i += 2;
     } else if (std::strcmp(argv[i], "--run") == 0 && i + 2 < argc) {
       try {
         status |= Run(argv[i + 1], argv[i + 2]);
@@ -81,7 +96,7 @@ int main(int argc, char **argv) {
       i += 2;
     } else {
       std::fprintf(stderr, "usage: %s [--register LIB NS]... [--schema NS::NAME]... "
-                           "[--run PACKAGE INPUTS]\n", argv[0]);
+                           "[--call NS::NAME N]... [--run PACKAGE INPUTS]\n", argv[0]);
       return 2;
     }
     std::fflush(stdout);

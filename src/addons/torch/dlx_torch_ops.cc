@@ -119,7 +119,12 @@ PyObject *ExceptionClassNamed(const char *kind) {
 // torch's bindings restore when the operator was called from Python (eager, or the Python
 // code torch.compile generates). A C++ caller without Python (AOTInductor) sees only
 // python_error's what(), the exception's text. Error path only: the GIL is taken here.
-[[noreturn]] void Raise(const char *kind, const std::string &message) {
+[[noreturn]] void Raise(const char *kind, const std::string &text) {
+#ifdef DLX_TORCH_NO_PYTHON  // a C++ caller sees only what(): it names the kind too
+  const std::string message = std::string(kind) + ": " + text;
+#else
+  const std::string &message = text;
+#endif
   if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
   if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
   if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
@@ -150,8 +155,12 @@ PyObject *ExceptionClassNamed(const char *kind) {
     if (raised) throw python_error(std::move(err));
   }
 #endif
+#ifdef DLX_TORCH_NO_PYTHON
+  TORCH_CHECK(false, message);
+#else
   if (std::strcmp(kind, "RuntimeError") == 0) TORCH_CHECK(false, message);
   TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
+#endif
 }
 
 // A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.

@@ -144,3 +144,17 @@ def test_bad_input_is_an_error_not_a_crash(program, tmp_path, case):
     assert last.startswith("register error: dlx_torch_register: ") and want in last, r.stdout
     if case == "twice":
         assert r.stdout.splitlines()[0] == "register ok"
+
+
+@pytest.mark.parametrize("name, n, want", [
+    ("topk_like", 4, "NotImplementedError: topk_like(): only its declaration is tested"),
+    ("minmax", 4, "minmax(): "),  # declared 2-d: dlx's check refuses a 1-d tensor
+])
+def test_kernel_error_names_kernel_and_kind(program, name, n, want):
+    r = run(program, "--register", LIB, NS, "--call", f"{NS}::{name}", n)
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("call error: ") and want in last, r.stdout
+    if name == "minmax":
+        kind = last.removeprefix("call error: ").partition(": ")[0]
+        assert kind.endswith("Error"), last
