@@ -13,3 +13,7 @@ if(NOT TARGET dlx::headers)
     INTERFACE_INCLUDE_DIRECTORIES "${dlx_INCLUDE_DIR}")
 endif()
 include("${CMAKE_CURRENT_LIST_DIR}/dlxKernels.cmake")
+# dlx::torch_ops (dlx/dlx_torch.h) when the project found Torch first.
+if(TARGET torch)
+  include("${CMAKE_CURRENT_LIST_DIR}/dlxTorchOps.cmake")
+endif()

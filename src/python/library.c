@@ -30,6 +30,7 @@
 #include "dlx_cache_dir.h"
 #include "dlx_core.h"
 #include "dlx_derive.h"
+#include "dlx_discover.h"
 #include "dlx_invoke.h"
 
 typedef struct {
@@ -544,22 +545,10 @@ static PyTypeObject KernelType = {
     .tp_doc = "A kernel of a dlx.Library; call it with tensors and scalars.",
 };
 
-/* The kernel record behind symbol `sym`, or NULL when it is not one. Only a data
- * object at least as large as a record is read as one: a function or a 1-byte
- * object of that name would otherwise be read past its end. */
+/* The kernel record behind symbol `sym`, or NULL when it is not one (src/core/dlx_discover.c,
+ * shared with dlx_torch_register's discovery). */
 static const dlx_kernel_record *record_of(void *handle, const char *sym) {
-  const dlx_kernel_record *r = dlsym(handle, sym);
-  Dl_info info;
-  const ElfW(Sym) *es = NULL;
-  if (!r || !dladdr1(r, &info, (void **)&es, RTLD_DL_SYMENT) || !es || !info.dli_sname ||
-      strcmp(info.dli_sname, sym) != 0 || ELF64_ST_TYPE(es->st_info) != STT_OBJECT ||
-      es->st_size < offsetof(dlx_kernel_record, signature)) /* an ABI 1.0 record's size */
-    return NULL;
-  if (!r || r->magic != DLX_KERNEL_MAGIC || !r->fn || !r->name) return NULL;
-  /* A record of another major has another layout: only its name is read (the caller
-   * refuses it by ABI before anything else). */
-  if (strcmp(r->name, sym + strlen(DLX_KERNEL_RECORD_PREFIX)) != 0) return NULL;
-  return r;
+  return dlx_record_of(handle, sym);
 }
 
 /* Parse the declared signature once into the kernel's plan, names, defaults and doc. */

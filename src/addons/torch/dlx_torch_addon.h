@@ -15,7 +15,9 @@
 #include "dlx_invoke.h"  // beside this file, as installed (dlx/addon/)
 
 #include <ATen/core/Tensor.h>
+#ifndef DLX_TORCH_NO_PYTHON  // libdlx_torch_ops (dlx_torch_register): no Python at all
 #include <torch/csrc/autograd/python_variable.h>
+#endif
 #include <torch/version.h>
 
 #include <cstring>
@@ -209,6 +211,7 @@ inline c10::Device ToTorchDevice(DLDevice device) {
 
 // ---- error plumbing -------------------------------------------------------
 
+#ifndef DLX_TORCH_NO_PYTHON
 // Thrown when a Python exception is already set and must reach the caller as is.
 struct PythonErrorSet {};
 
@@ -219,6 +222,7 @@ inline PyObject *PyExceptionNamed(const char *kind) {
   if (std::strcmp(kind, "MemoryError") == 0) return PyExc_MemoryError;
   return PyExc_RuntimeError;
 }
+#endif
 
 // Runs `body`; whatever it throws becomes one report(kind, message) call, with
 // kind == NULL when a Python exception is already set. Returns 0 or -1: no
@@ -228,11 +232,13 @@ int Guarded(Body &&body, Report &&report) noexcept {
   try {
     body();
     return 0;
+#ifndef DLX_TORCH_NO_PYTHON
   } catch (const PythonErrorSet &) {
     report(nullptr, nullptr);
   } catch (python_error &e) {  // torch's "a Python error is pending"
     e.restore();
     report(nullptr, nullptr);
+#endif
   } catch (const AddonError &e) {
     report(e.kind, e.what());
   } catch (const c10::OutOfMemoryError &e) {
@@ -249,6 +255,7 @@ int Guarded(Body &&body, Report &&report) noexcept {
   return -1;
 }
 
+#ifndef DLX_TORCH_NO_PYTHON
 // The Python-facing functions report through the Python error indicator; the
 // GIL is held by contract.
 template <typename Body>
@@ -261,6 +268,7 @@ int GuardedPy(Body &&body) noexcept {
     }
   });
 }
+#endif
 
 // The table's current_work_stream (dlx_torch_addon.cc); the operators ask it too.
 int CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out);

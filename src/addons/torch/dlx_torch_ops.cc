@@ -2,7 +2,16 @@
 // kernel, compiled into the same library as the exchange table (dlx_torch_addon.cc).
 #include "dlx_torch_addon.h"  // beside this file, as installed (dlx/addon/)
 
+#include <cctype>
 #include <cstdio>
+
+#ifdef DLX_TORCH_NO_PYTHON  // libdlx_torch_ops: dlx_torch_register, below
+#include "dlx/dlx_torch.h"
+#include "dlx_discover.h"  // beside this file (dlx/addon/), with the core's C it needs
+#if defined(BUILD_WITH_CUDA)
+#include <c10/cuda/CUDAStream.h>
+#endif
+#endif
 
 #if DLX_TORCH_AT_LEAST(2, 5)
 #include <ATen/MemoryOverlap.h>
@@ -74,6 +83,7 @@ int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const i
   }
 }
 
+#ifndef DLX_TORCH_NO_PYTHON
 // The exception class a dlx_error kind names, found as dlx's eager call finds it: a builtin
 // ("KeyError") or a dotted path ("asyncio.CancelledError", "pkg.mod.Outer.Inner": the longest
 // importable module, then attributes). A new reference, or NULL with no error set. GIL held.
@@ -101,6 +111,7 @@ PyObject *ExceptionClassNamed(const char *kind) {
   }
   return nullptr;
 }
+#endif
 
 // The kernel's dlx_error, raised as the eager call raises it. Kinds torch's Python binding
 // maps from c10 errors go as those; every other kind (KeyError, MemoryError, a user's
@@ -108,11 +119,17 @@ PyObject *ExceptionClassNamed(const char *kind) {
 // torch's bindings restore when the operator was called from Python (eager, or the Python
 // code torch.compile generates). A C++ caller without Python (AOTInductor) sees only
 // python_error's what(), the exception's text. Error path only: the GIL is taken here.
-[[noreturn]] void Raise(const char *kind, const std::string &message) {
+[[noreturn]] void Raise(const char *kind, const std::string &text) {
+#ifdef DLX_TORCH_NO_PYTHON  // a C++ caller sees only what(): it names the kind too
+  const std::string message = std::string(kind) + ": " + text;
+#else
+  const std::string &message = text;
+#endif
   if (std::strcmp(kind, "ValueError") == 0) TORCH_CHECK_VALUE(false, message);
   if (std::strcmp(kind, "TypeError") == 0) TORCH_CHECK_TYPE(false, message);
   if (std::strcmp(kind, "IndexError") == 0) TORCH_CHECK_INDEX(false, message);
   if (std::strcmp(kind, "NotImplementedError") == 0) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+#ifndef DLX_TORCH_NO_PYTHON  // without Python: a c10::Error that names the kind (below)
   if (Py_IsInitialized()) {
     python_error err;
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -137,8 +154,13 @@ PyObject *ExceptionClassNamed(const char *kind) {
     PyGILState_Release(gil);
     if (raised) throw python_error(std::move(err));
   }
+#endif
+#ifdef DLX_TORCH_NO_PYTHON
+  TORCH_CHECK(false, message);
+#else
   if (std::strcmp(kind, "RuntimeError") == 0) TORCH_CHECK(false, message);
   TORCH_CHECK(false, kind, ": ", message);  // as dlx's eager call words an unknown kind
+#endif
 }
 
 // A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.
@@ -227,6 +249,9 @@ class OpKernel final : public c10::OperatorKernel {
     void *stream = nullptr;
     if (have_device && CurrentWorkStream(static_cast<DLDeviceType>(device.device_type),
                                          device.device_id, &stream) != 0) {
+#ifdef DLX_TORCH_NO_PYTHON
+      TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream");
+#else
       // only the provider fallback sets a Python error; take it (the GIL is held there)
       PyObject *type, *value, *tb;
       PyErr_Fetch(&type, &value, &tb);
@@ -237,6 +262,7 @@ class OpKernel final : public c10::OperatorKernel {
       Py_XDECREF(value);
       Py_XDECREF(tb);
       TORCH_CHECK(false, kernel_->name, "(): cannot get the current stream: ", message);
+#endif
     }
     Results results;
     dlx_invoke inv;  // not value-initialised: its 1 KB of message buffers are written on failure
@@ -325,7 +351,9 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
       },
       [&](const char *, const char *message) {
         std::snprintf(why, whylen, "%s", message ? message : "a Python error");
+#ifndef DLX_TORCH_NO_PYTHON
         PyErr_Clear();
+#endif
       });
 #else
   (void)ns, (void)name, (void)kernel, (void)invoke_api, (void)nresults;
@@ -333,3 +361,108 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
   return -1;
 #endif
 }
+
+#ifdef DLX_TORCH_NO_PYTHON
+// ---- dlx_torch_register: the same operators for a program without Python ------------
+//
+// The addon's table (dlx_torch_addon.cc) is not built here: the operators ask this for the
+// stream, as the table answers it with no provider registered.
+int dlx_torch::CurrentWorkStream(DLDeviceType device_type, int32_t device_id, void **out) {
+  *out = nullptr;
+#if defined(BUILD_WITH_CUDA)
+  if (device_type == kDLCUDA)
+    return Guarded([&] { *out = c10::cuda::getCurrentCUDAStream(ToDeviceIndex(device_id)).stream(); },
+                   [](const char *, const char *) {});
+#else
+  (void)device_type, (void)device_id;
+#endif
+  return 0;  // NULL: the device's default stream
+}
+
+namespace {
+bool IsIdentifier(const char *s) {
+  if (s == nullptr || !(std::isalpha(static_cast<unsigned char>(*s)) || *s == '_')) return false;
+  for (; *s; ++s)
+    if (!(std::isalnum(static_cast<unsigned char>(*s)) || *s == '_')) return false;
+  return true;
+}
+}  // namespace
+
+DLX_ADDON_EXPORT int dlx_torch_register(const char *library_path, const char *ns, char *err,
+                                        size_t errlen) {
+  char scratch[1];
+  if (err == nullptr || errlen == 0) err = scratch, errlen = sizeof scratch;
+  err[0] = '\0';
+  if (library_path == nullptr) {
+    std::snprintf(err, errlen, "dlx_torch_register: library_path is NULL");
+    return -1;
+  }
+  if (!IsIdentifier(ns)) {
+    std::snprintf(err, errlen,
+                  "dlx_torch_register: namespace '%s' is not an identifier (letters, digits, "
+                  "'_'; not starting with a digit)", ns ? ns : "(null)");
+    return -1;
+  }
+#if DLX_TORCH_AT_LEAST(2, 5)
+  // The library and its kernels (function, plan, name) stay for the process: the
+  // operators hold them.
+  auto *lib = new dlx_found_library;
+  char why[512];
+  if (dlx_discover(library_path, lib, why, sizeof why) != 0) {
+    delete lib;
+    std::snprintf(err, errlen, "dlx_torch_register: %s", why);
+    return -1;
+  }
+  std::string skipped;
+  int32_t usable = 0;
+  for (int32_t i = 0; i < lib->n; ++i) {
+    if (lib->kernels[i].schema != nullptr) {
+      ++usable;
+    } else {
+      skipped += std::string(skipped.empty() ? "" : "; ") + lib->kernels[i].handle.name + ": " +
+                 lib->kernels[i].why;
+    }
+  }
+  if (usable == 0) {
+    std::snprintf(err, errlen, "dlx_torch_register: %s has no dlx kernel torch can call%s%s",
+                  library_path, skipped.empty() ? " (no DLX_KERNEL records)" : ": ",
+                  skipped.c_str());
+    dlx_discover_free(lib);
+    delete lib;
+    return -1;
+  }
+  // DEF, as dlx.torch.register: torch refuses a namespace another library defined.
+  int rc = Guarded(
+      [&] {
+        auto def = std::make_unique<torch::Library>(torch::Library::DEF, ns, std::nullopt,
+                                                    __FILE__, __LINE__);
+        for (int32_t i = 0; i < lib->n; ++i)
+          if (lib->kernels[i].schema != nullptr)
+            def->def(lib->kernels[i].schema, {at::Tag::pt2_compliant_tag});
+        Libraries().push_back(std::move(def));
+      },
+      [&](const char *, const char *message) {
+        std::snprintf(err, errlen, "dlx_torch_register: torch refuses namespace '%s': %s", ns,
+                      message);
+      });
+  if (rc != 0) {
+    dlx_discover_free(lib);
+    delete lib;
+    return -1;
+  }
+  for (int32_t i = 0; i < lib->n; ++i) {
+    const dlx_found_kernel &k = lib->kernels[i];
+    if (k.schema == nullptr) continue;
+    if (dlx_torch_register_op(ns, k.handle.name, &k.handle, &dlx_invoke_api_v1, k.nresults, why,
+                              sizeof why) != 0) {
+      std::snprintf(err, errlen, "dlx_torch_register: %s::%s: %s", ns, k.handle.name, why);
+      return -1;  // the namespace is defined: its kernels stay referenced
+    }
+  }
+  return 0;
+#else
+  std::snprintf(err, errlen, "dlx_torch_register: torch operators need torch 2.5 or newer");
+  return -1;
+#endif
+}
+#endif  // DLX_TORCH_NO_PYTHON
