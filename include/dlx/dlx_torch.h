@@ -33,6 +33,30 @@ extern "C" {
  */
 int dlx_torch_register(const char *library_path, const char *ns, char *err, size_t errlen);
 
+/*!
+ * \brief Whether this process serves an AOTInductor package's dlx operators with the
+ *   libraries the package was made with. Call it after loading the package and before its
+ *   first run.
+ *
+ * dlx.torch.aoti_compile_and_package writes, per namespace of dlx operators the program
+ * calls, the metadata entry "dlx.digest.<ns>" -> the sha256 (64 lowercase hex digits) of
+ * the library registered under it then. The check passes when each such entry names a
+ * namespace this process registered with dlx_torch_register from a library of exactly that
+ * content; a package with no dlx entries (a plain torch one) passes.
+ *
+ * \param keys, values The package's metadata pairs as NUL-terminated strings, n of each:
+ *   torch::inductor::AOTIModelPackageLoader::get_metadata()'s keys and values.
+ * \param err Where a refusal's NUL-terminated message is written (may be NULL when errlen
+ *   is 0): it names the namespace, the package's digest and the library registered under
+ *   it here with its digest.
+ * \param errlen The size of err in bytes.
+ * \return 0, or -1 when a namespace is not registered here, is registered from another
+ *   library, or an entry is malformed (a key not naming a namespace, a value not a digest,
+ *   a dlx manifest without digest entries). Thread-safe.
+ */
+int dlx_torch_check_package(const char *const *keys, const char *const *values, size_t n,
+                            char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

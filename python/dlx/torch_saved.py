@@ -23,6 +23,7 @@ import zipfile
 
 MANIFEST = "dlx_operators.json"  # the extra file (torch.export) / metadata key (AOTI)
 FORMAT = 1
+DIGEST_KEY = "dlx.digest."  # + namespace: the library's sha256, flat (AOTI metadata)
 _MAX_MANIFEST = 1 << 20  # a manifest is small: a larger one is not dlx's
 _TARGET = re.compile(r'"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)"')
 
@@ -219,7 +220,11 @@ def aoti_compile_and_package(program, *, package_path=None, inductor_configs=Non
 
     configs = dict(inductor_configs or {})
     metadata = dict(configs.get("aot_inductor.metadata") or {})
-    metadata[MANIFEST] = manifest(program)
+    text = metadata[MANIFEST] = manifest(program)
+    # flat entries a C++ program checks without a JSON parser (dlx_torch_check_package);
+    # a library changed on disk has no digest: "unknown", which that check refuses
+    for ns, entry in json.loads(text)["namespaces"].items():
+        metadata[DIGEST_KEY + ns] = entry["sha256"] or "unknown"
     configs["aot_inductor.metadata"] = metadata
     return torch._inductor.aoti_compile_and_package(program, package_path=package_path,
                                                     inductor_configs=configs)

@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,7 +13,11 @@
 
 #include "dlx_core.h"
 #include "dlx_derive.h"
+#include "dlx_identity.h"
 #include "dlx_sig.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 const dlx_kernel_record *dlx_record_of(void *handle, const char *sym) {
   const dlx_kernel_record *r = dlsym(handle, sym);
@@ -114,15 +120,59 @@ static int by_name(const void *a, const void *b) {
                 ((const dlx_found_kernel *)b)->handle.name);
 }
 
+/* The sha256 of the open file fd (st: its fstat), read once whole. 0, or -1 with err. */
+static int hash_file(int fd, const struct stat *st, const char *path, char out[65], char *err,
+                     size_t errlen) {
+  size_t n = (size_t)st->st_size, got = 0;
+  unsigned char *buf = malloc(n ? n : 1);
+  if (!buf) {
+    snprintf(err, errlen, "%s: no memory to read its %zu bytes", path, n);
+    return -1;
+  }
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      snprintf(err, errlen, "%s: read failed (%s)", path, r < 0 ? strerror(errno) : "short");
+      free(buf);
+      return -1;
+    }
+    got += (size_t)r;
+  }
+  dlx_digest_hex(buf, n, out);
+  free(buf);
+  return 0;
+}
+
 int dlx_discover(const char *path, dlx_found_library *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   /* Read the symbol table before mapping: a truncated file is refused, not mapped. */
   if (dlx_elf_each_symbol(path, DLX_KERNEL_RECORD_PREFIX, ignore, NULL, err, errlen) < 0)
     return -1;
+  /* The digest is of the file dlopen maps: hashed from an open descriptor, and refused when
+   * the path names another file (replaced, or rewritten) once it is mapped. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat before, after;
+  if (fd < 0 || fstat(fd, &before) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  int hashed = hash_file(fd, &before, path, out->sha256, err, errlen);
+  close(fd);
+  if (hashed != 0) return -1;
   out->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!out->dl) {
     const char *e = dlerror();
     snprintf(err, errlen, "%s", e ? e : path);
+    return -1;
+  }
+  if (stat(path, &after) != 0 || after.st_dev != before.st_dev ||
+      after.st_ino != before.st_ino || after.st_size != before.st_size ||
+      after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != before.st_mtim.tv_nsec) {
+    snprintf(err, errlen, "%s changed on disk while it was loaded: load it again", path);
+    dlx_discover_free(out);
     return -1;
   }
   discover_ctx c = {out->dl, path, out, 0, err, errlen, 0};

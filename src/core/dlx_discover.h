@@ -28,14 +28,16 @@ typedef struct dlx_found_library {
   void *dl;               /* the dlopen handle */
   int32_t n;              /* kernels, sorted by name */
   dlx_found_kernel *kernels;
+  char sha256[65];        /* of the file dlopen mapped (read once, before it) */
 } dlx_found_library;
 
 /* The record exported as `sym` in the library `handle`, or NULL when it is not one (only a
  * data object at least as large as a record is read as one). */
 const dlx_kernel_record *dlx_record_of(void *handle, const char *sym);
 
-/* Loads the library at `path` (RTLD_NOW | RTLD_LOCAL) and fills `out`. 0, or -1 with the
- * reason in err: an unreadable file, not a shared object, a kernel built for another dlx
+/* Loads the library at `path` (RTLD_NOW | RTLD_LOCAL) and fills `out`, with the sha256 of
+ * its content (a package names its libraries by it). 0, or -1 with the reason in err: an
+ * unreadable file, one replaced while it was loaded, not a shared object, a kernel built for another dlx
  * ABI, a malformed declaration. A library without kernels is not an error (n == 0). */
 int dlx_discover(const char *path, dlx_found_library *out, char *err, size_t errlen);
 

@@ -5,7 +5,8 @@
 //                [--run PACKAGE INPUTS]
 // Each step prints one line: "register ok" / "register error: MESSAGE", the schema torch
 // holds, and per case of INPUTS (lines "x N v... y M v...", float32 1-d tensors in the
-// package's argument order) the result's shape and values. Exit status 0 when every step
+// package's argument order) the result's shape and values; --run first checks the package's
+// dlx digests (dlx_torch_check_package: "check error: MESSAGE"). Exit status 0 when every step
 // succeeded, 1 otherwise.
 #include <dlx/dlx_torch.h>
 
@@ -21,12 +22,22 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
 
 int Run(const char *package, const char *inputs) {
   torch::inductor::AOTIModelPackageLoader loader(package);
+  // Before the first run: the package's dlx operators must be the registered libraries'.
+  std::unordered_map<std::string, std::string> metadata = loader.get_metadata();
+  std::vector<const char *> keys, values;
+  for (const auto &kv : metadata) keys.push_back(kv.first.c_str()), values.push_back(kv.second.c_str());
+  char err[1024];
+  if (dlx_torch_check_package(keys.data(), values.data(), keys.size(), err, sizeof err) != 0) {
+    std::printf("check error: %s\n", err);
+    return 1;
+  }
   std::ifstream in(inputs);
   std::string line;
   while (std::getline(in, line)) {

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "dlx_discover.h"
+#include "dlx_identity.h"
 
 #define KDIR DLX_BINARY_DIR "/kernels/"
 
@@ -57,6 +58,23 @@ static void test_refuses_what_dlx_load_refuses(void **state) {
   assert_null(lib.kernels);
 }
 
+/* The digest is the library file's sha256 (what a package names it by). */
+static void test_digest_is_the_files(void **state) {
+  (void)state;
+  dlx_found_library lib;
+  char err[256], want[65];
+  FILE *f = fopen(KDIR "compile_kernels.so", "rb");
+  assert_non_null(f);
+  static unsigned char buf[1 << 24];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  assert_true(n > 0 && n < sizeof buf);
+  dlx_digest_hex(buf, n, want);
+  assert_int_equal(dlx_discover(KDIR "compile_kernels.so", &lib, err, sizeof err), 0);
+  assert_string_equal(lib.sha256, want);
+  dlx_discover_free(&lib);
+}
+
 static void test_records_only(void **state) {
   (void)state;
   dlx_found_library lib;
@@ -70,6 +88,7 @@ static void test_records_only(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_finds_sorted_kernels_with_schemas),
                                      cmocka_unit_test(test_refuses_what_dlx_load_refuses),
+                                     cmocka_unit_test(test_digest_is_the_files),
                                      cmocka_unit_test(test_records_only)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,10 @@
 #ifdef DLX_TORCH_NO_PYTHON  // libdlx_torch_ops: dlx_torch_register, below
 #include "dlx/dlx_torch.h"
 #include "dlx_discover.h"  // beside this file (dlx/addon/), with the core's C it needs
+#include "dlx_package_check.h"
+
+#include <mutex>
+#include <string>
 #if defined(BUILD_WITH_CUDA)
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -380,6 +384,17 @@ int dlx_torch::CurrentWorkStream(DLDeviceType device_type, int32_t device_id, vo
 }
 
 namespace {
+// What dlx_torch_check_package compares a package's digests with: per namespace this
+// process registered, the library's path and the sha256 of the file it loaded.
+struct Registered {
+  std::string ns, sha256, path;
+};
+std::mutex registered_mutex;
+std::vector<Registered> &RegisteredNamespaces() {
+  static auto *registered = new std::vector<Registered>();  // never destroyed, as Libraries()
+  return *registered;
+}
+
 bool IsIdentifier(const char *s) {
   if (s == nullptr || !(std::isalpha(static_cast<unsigned char>(*s)) || *s == '_')) return false;
   for (; *s; ++s)
@@ -459,10 +474,23 @@ DLX_ADDON_EXPORT int dlx_torch_register(const char *library_path, const char *ns
       return -1;  // the namespace is defined: its kernels stay referenced
     }
   }
+  std::lock_guard<std::mutex> lock(registered_mutex);
+  RegisteredNamespaces().push_back({ns, lib->sha256, library_path});
   return 0;
 #else
   std::snprintf(err, errlen, "dlx_torch_register: torch operators need torch 2.5 or newer");
   return -1;
 #endif
+}
+
+DLX_ADDON_EXPORT int dlx_torch_check_package(const char *const *keys,
+                                             const char *const *values, size_t n, char *err,
+                                             size_t errlen) {
+  std::lock_guard<std::mutex> lock(registered_mutex);
+  std::vector<dlx_registered_ns> regs;
+  for (const Registered &r : RegisteredNamespaces())
+    regs.push_back({r.ns.c_str(), r.sha256.c_str(), r.path.c_str()});
+  return dlx_package_check(keys, nullptr, values, nullptr, n, regs.data(), regs.size(), err,
+                           errlen);
 }
 #endif  // DLX_TORCH_NO_PYTHON
