@@ -13,7 +13,7 @@ add_library(dlx_torch_ops SHARED
   "${_dlx_addon}/dlx_discover.c" "${_dlx_addon}/dlx_invoke.c" "${_dlx_addon}/dlx_sig.c"
   "${_dlx_addon}/dlx_derive.c" "${_dlx_addon}/dlx_elf.c" "${_dlx_addon}/dlx_layout.c"
   "${_dlx_addon}/dlx_error.c" "${_dlx_addon}/dlx_identity.c"
-  "${_dlx_addon}/dlx_package_check.c")
+  "${_dlx_addon}/dlx_package_check.c" "${_dlx_addon}/dlx_backend.c")
 add_library(dlx::torch_ops ALIAS dlx_torch_ops)
 set_target_properties(dlx_torch_ops PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                       C_STANDARD 11 C_STANDARD_REQUIRED ON POSITION_INDEPENDENT_CODE ON

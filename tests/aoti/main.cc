@@ -28,9 +28,10 @@
 namespace {
 
 int Run(const char *package, const char *inputs) {
-  torch::inductor::AOTIModelPackageLoader loader(package);
-  // Before the first run: the package's dlx operators must be the registered libraries'.
-  std::unordered_map<std::string, std::string> metadata = loader.get_metadata();
+  // Before loading it (its loader already looks its operators up): the package's dlx
+  // operators must be served by the libraries it was made with.
+  std::unordered_map<std::string, std::string> metadata =
+      torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(package, "model");
   std::vector<const char *> keys, values;
   for (const auto &kv : metadata) keys.push_back(kv.first.c_str()), values.push_back(kv.second.c_str());
   char err[1024];
@@ -38,6 +39,7 @@ int Run(const char *package, const char *inputs) {
     std::printf("check error: %s\n", err);
     return 1;
   }
+  torch::inductor::AOTIModelPackageLoader loader(package);
   std::ifstream in(inputs);
   std::string line;
   while (std::getline(in, line)) {

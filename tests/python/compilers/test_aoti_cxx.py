@@ -4,15 +4,20 @@ compiles a package holding dlx operators (test_aoti.py's model); a C++ program
 (find_package(dlx)) calls dlx_torch_register(lib, ns), loads the package with
 torch::inductor::AOTIModelPackageLoader and gets eager's values. The program links no
 libpython and runs with no Python variable in its environment. Bad input to
-dlx_torch_register is -1 with a message, never a crash.
+dlx_torch_register is -1 with a message, never a crash. Before running, the program checks
+the package's dlx.digest.<ns> metadata (dlx_torch_check_package, issue 31 item 7): a
+namespace registered from another library, or forged metadata, is refused with a message,
+never run.
 
 The program is built once per set of sources and torch (under the build folder: about a
 minute on a small machine); the package is compiled once for the module."""
 import hashlib
+import json
 import os
 import pathlib
 import shutil
 import subprocess
+import zipfile
 
 import pytest
 
@@ -158,3 +163,99 @@ def test_kernel_error_names_kernel_and_kind(program, name, n, want):
     if name == "minmax":
         kind = last.removeprefix("call error: ").partition(": ")[0]
         assert kind.endswith("Error"), last
+
+
+# ---- the package's libraries: dlx_torch_check_package before the first run -------------
+
+def _sha256(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def _with_metadata(src, dst, change):
+    """A copy of the package src whose metadata (the *_metadata.json files, wrapper's and
+    kernel's, its loader reads: what get_metadata() returns) is change(dict)'s: a package dlx did not write, without
+    compiling one."""
+    found = False
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item)
+            if item.filename.endswith("_metadata.json"):
+                meta = json.loads(data)
+                change(meta)
+                data = json.dumps(meta).encode()
+                found = True
+            zout.writestr(item, data)
+    assert found, f"no *_metadata.json in {src}"
+    return dst
+
+
+def _refused(r, *want):
+    assert r.returncode == 1, r.stdout + r.stderr  # a refusal, not a signal
+    assert not any(line.startswith("result") for line in r.stdout.splitlines()), r.stdout
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("check error: dlx: "), r.stdout
+    for w in want:
+        assert w in last, (w, last)
+
+
+def test_package_names_its_library_by_digest(package):
+    path = package[0]
+    with zipfile.ZipFile(path) as z:
+        metas = [json.loads(z.read(n)) for n in z.namelist() if n.endswith("_metadata.json")]
+    assert metas and all(m[f"dlx.digest.{NS}"] == _sha256(LIB) for m in metas)
+
+
+def test_namespace_from_another_library_is_refused(program, package, tmp_path):
+    path, inputs, _ = package
+    other = tmp_path / "libother_kernels.so"  # the same kernels, other content
+    other.write_bytes(LIB.read_bytes() + b"\0another build")
+    r = run(program, "--register", other, NS, "--run", path, inputs)
+    assert r.stdout.splitlines()[0] == "register ok", r.stdout  # it loads: the check refuses
+    _refused(r, f"namespace '{NS}'", _sha256(LIB), f"{other} (sha256 {_sha256(other)})",
+             "not the ones the package was made with")
+
+
+def test_unregistered_namespace_is_refused(program, package):
+    path, inputs, _ = package
+    _refused(run(program, "--run", path, inputs),
+             f"no library is registered under '{NS}'", _sha256(LIB))
+
+
+def test_plain_package_passes(program, package, tmp_path):
+    """No dlx entries (a package torch's own aoti_compile_and_package wrote): nothing to
+    check; the operators registered run it."""
+    path, inputs, eager = package
+
+    def plain(meta):
+        for k in [k for k in meta if k.startswith("dlx")]:
+            del meta[k]
+
+    plain_path = _with_metadata(path, tmp_path / "plain.pt2", plain)
+    r = run(program, "--register", LIB, NS, "--run", plain_path, inputs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len([x for x in r.stdout.splitlines() if x.startswith("result")]) == len(eager)
+
+
+@pytest.mark.parametrize("key, value, want", [
+    (f"dlx.digest.{NS}", "unknown", "not a sha256"),
+    (f"dlx.digest.{NS}", "", "not a sha256"),
+    (f"dlx.digest.{NS}", "A" * 64, "not a sha256"),
+    (f"dlx.digest.{NS}", "a" * 64 + "\n" + "b" * 5000, "not a sha256"),
+    (f"dlx.digest.{NS}", "0" * 64, "registered here from another library"),
+    ("dlx.digest.1bad", "a" * 64, "does not name a namespace"),
+    ("dlx.digest.", "a" * 64, "does not name a namespace"),
+    ("dlx.digest.unknown_ns", "a" * 64, "no library is registered under 'unknown_ns'"),
+    (None, None, "carries no dlx.digest.<namespace> entries"),  # manifest, digests removed
+])
+def test_forged_metadata_is_refused(program, package, tmp_path, key, value, want):
+    path, inputs, _ = package
+
+    def forge(meta):
+        del meta[f"dlx.digest.{NS}"]
+        if key is not None:
+            meta[key] = value
+
+    forged = _with_metadata(path, tmp_path / "forged.pt2", forge)
+    r = run(program, "--register", LIB, NS, "--run", forged, inputs)
+    _refused(r, want)
+    assert len(r.stdout.splitlines()[-1]) < 1024 and "b" * 80 not in r.stdout  # bounded
