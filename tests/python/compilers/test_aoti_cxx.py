@@ -246,7 +246,8 @@ def test_plain_package_passes(program, package, tmp_path):
     ("dlx.digest.", "a" * 64, "does not name a namespace"),
     ("dlx.digest.unknown_ns", "a" * 64, "no library is registered under 'unknown_ns'"),
     (None, None, "carries no dlx.digest.<namespace> entries"),  # manifest, digests removed
-])
+], ids=["unknown", "empty", "upper_hex", "huge", "other_digest", "digit_ns", "no_ns",
+        "unregistered_ns", "digests_removed"])
 def test_forged_metadata_is_refused(program, package, tmp_path, key, value, want):
     path, inputs, _ = package
 
