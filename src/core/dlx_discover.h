@@ -37,8 +37,8 @@ const dlx_kernel_record *dlx_record_of(void *handle, const char *sym);
 
 /* Loads the library at `path` (RTLD_NOW | RTLD_LOCAL) and fills `out`, with the sha256 of
  * its content (a package names its libraries by it). 0, or -1 with the reason in err: an
- * unreadable file, one replaced while it was loaded, not a shared object, a kernel built for another dlx
- * ABI, a malformed declaration. A library without kernels is not an error (n == 0). */
+ * unreadable file, one replaced while it was loaded, not a shared object, a kernel built
+ * for another dlx ABI, a malformed declaration. A library without kernels is not an error (n == 0). */
 int dlx_discover(const char *path, dlx_found_library *out, char *err, size_t errlen);
 
 /* Frees what dlx_discover made and closes the library (only when no kernel of it is used). */

@@ -33,7 +33,8 @@ int Run(const char *package, const char *inputs) {
   std::unordered_map<std::string, std::string> metadata =
       torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(package, "model");
   std::vector<const char *> keys, values;
-  for (const auto &kv : metadata) keys.push_back(kv.first.c_str()), values.push_back(kv.second.c_str());
+  for (const auto &kv : metadata)
+    keys.push_back(kv.first.c_str()), values.push_back(kv.second.c_str());
   char err[1024];
   if (dlx_torch_check_package(keys.data(), values.data(), keys.size(), err, sizeof err) != 0) {
     std::printf("check error: %s\n", err);

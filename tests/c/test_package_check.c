@@ -60,7 +60,8 @@ static void test_unregistered_namespace_is_refused(void **state) {
 static void test_malformed_values_are_refused(void **state) {
   (void)state;
   char err[512];
-  const char *bad[] = {"", "unknown", A64 "a", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+  const char *bad[] = {"", "unknown", A64 "a",
+                       "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
                        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaag"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     assert_int_equal(check1("dlx.digest.ops", bad[i], err, sizeof err), -1);
@@ -105,7 +106,8 @@ static void test_malformed_keys_are_refused(void **state) {
 static void test_manifest_without_digests_is_refused(void **state) {
   (void)state;
   char err[512];
-  const char *keys[] = {DLX_MANIFEST_KEY}, *values[] = {"{\"format\": 1, \"namespaces\": {\"ops\": {}}}"};
+  const char *keys[] = {DLX_MANIFEST_KEY};
+  const char *values[] = {"{\"format\": 1, \"namespaces\": {\"ops\": {}}}"};
   assert_int_equal(dlx_package_check(keys, NULL, values, NULL, 1, kRegs, 2, err, sizeof err), -1);
   assert_non_null(strstr(err, "no dlx.digest.<namespace> entries"));
 }

@@ -173,8 +173,8 @@ def _sha256(path):
 
 def _with_metadata(src, dst, change):
     """A copy of the package src whose metadata (the *_metadata.json files, wrapper's and
-    kernel's, its loader reads: what get_metadata() returns) is change(dict)'s: a package dlx did not write, without
-    compiling one."""
+    kernel's, its loader reads: what get_metadata() returns) is change(dict)'s: a package
+    dlx did not write, without compiling one."""
     found = False
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for item in zin.infolist():
