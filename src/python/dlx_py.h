@@ -191,11 +191,15 @@ void dlx_torch_parity_addon(const DLPackExchangeAPI *api, const dlx_torch_parity
  * hands it to dlx.torch_ops. */
 extern PyObject *dlx_torch_operator_path;
 /* The checked copies, each its table first: a table's hooks are one range test away. */
-typedef struct dlx_torch_checked {
+/* (Aligned to a power of two: dlx_torch_hooks_of's "is a table's start" test is then a
+ * mask, not a division, 6 Ir less per `mut` torch tensor and hook.) */
+typedef struct __attribute__((aligned(128))) dlx_torch_checked {
   DLPackExchangeAPI table;
   DLX_ATOMIC(const dlx_torch_parity *) hooks; /* published after `table` (release) */
   const DLPackExchangeAPI *of;               /* the table it checks */
 } dlx_torch_checked;
+_Static_assert((sizeof(dlx_torch_checked) & (sizeof(dlx_torch_checked) - 1)) == 0,
+               "dlx_torch_checked: a power-of-two size");
 #define DLX_TORCH_CHECKED_MAX 4 /* the native table, an overlay over it, the addon, a spare */
 extern dlx_torch_checked dlx_torch_checked_tables[DLX_TORCH_CHECKED_MAX];
 /* The hooks of a checked copy (NULL for other tables). */

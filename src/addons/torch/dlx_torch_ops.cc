@@ -18,7 +18,6 @@
 #endif
 
 #if DLX_TORCH_AT_LEAST(2, 5)
-#include <ATen/MemoryOverlap.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
@@ -28,6 +27,7 @@
 #include <ATen/ATen.h>
 #endif
 
+#include <atomic>
 #include <memory>
 #include <vector>
 #endif
@@ -52,11 +52,24 @@ using namespace dlx_torch;
 constexpr int kMaxArgs = DLX_INVOKE_MAX_ARGS;
 constexpr int kMaxResults = DLX_INVOKE_MAX_RESULTS;
 
+// The results, each at::Tensor constructed when the kernel allocates it: most operators
+// have none or one, and 16 undefined tensors made and destroyed per call cost ~90 Ir.
 struct Results {
-  at::Tensor tensors[kMaxResults];
+  union {
+    at::Tensor tensors[kMaxResults];
+  };
+  uint32_t made = 0;  // bit r: tensors[r] is constructed
   DLTensor views[kMaxResults];
   const char *error = nullptr;  // an allocation's failure, for the message
   std::string why;
+  static_assert(kMaxResults <= 32, "Results::made has a bit per result");
+  Results() {}
+  ~Results() {
+    for (uint32_t m = made; m; m &= m - 1) tensors[__builtin_ctz(m)].~Tensor();
+  }
+  at::Tensor Take(int32_t r) {
+    return made >> r & 1 ? std::move(tensors[r]) : at::Tensor();
+  }
 };
 
 void Describe(const at::Tensor &t, DLTensor *out) {
@@ -76,8 +89,14 @@ int AllocateResult(void *ctx, int32_t index, DLDevice dev, int32_t ndim, const i
   auto *r = static_cast<Results *>(ctx);
   if (index < 0 || index >= kMaxResults) return -1;
   try {
-    r->tensors[index] = at::empty(c10::IntArrayRef(shape, ndim),
-                                  at::TensorOptions().dtype(ToScalarType(dtype)).device(ToTorchDevice(dev)));
+    at::Tensor t = at::empty(c10::IntArrayRef(shape, ndim),
+                             at::TensorOptions().dtype(ToScalarType(dtype)).device(ToTorchDevice(dev)));
+    if (r->made >> index & 1) {
+      r->tensors[index] = std::move(t);
+    } else {
+      new (&r->tensors[index]) at::Tensor(std::move(t));
+      r->made |= uint32_t{1} << index;
+    }
     Describe(r->tensors[index], &r->views[index]);
     *out = &r->views[index];
     return 0;
@@ -168,15 +187,34 @@ PyObject *ExceptionClassNamed(const char *kind) {
 }
 
 // A `mut` argument (Tensor(a!)) torch's own in-place operators would refuse to write.
+// Not an inference tensor, exactly, in one mask: its key set holds ADInplaceOrView
+// (is_inference() is "neither that nor an Autograd key", two out-of-line has_any calls).
+inline bool SurelyNotInference(const at::Tensor &t) {
+  c10::DispatchKeySet keys = t.key_set(), mask = c10::inplace_or_view_ks;
+  return C10_LIKELY((keys.raw_repr() & mask.raw_repr()) != 0);
+}
+
+// (Before the tensor is described: an inference tensor is refused first.)
 void CheckWritable(const at::Tensor &t, const c10::OperatorHandle &op, size_t i) {
-  const std::string &arg = op.schema().arguments()[i].name();
-  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op.schema().name(), ": '",
-              arg, "' is an inference tensor, which torch does not let an in-place operation "
+  if (C10_LIKELY(SurelyNotInference(t)) || !t.is_inference() ||
+      c10::InferenceMode::is_enabled())
+    return;
+  TORCH_CHECK(false, op.schema().name(), ": '", op.schema().arguments()[i].name(),
+              "' is an inference tensor, which torch does not let an in-place operation "
               "update outside inference mode (make a clone, or call inside "
               "torch.inference_mode())");
-  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op.schema().name(), ": '",
-              arg, "' has elements that share memory (an expanded or stride-0 tensor): an "
-              "in-place write would write them more than once; pass a .clone()");
+}
+
+// at::has_internal_overlap(t) == MemOverlap::Yes, on the strided view just described: a
+// dimension of more than one element with stride 0 (its other answers, No for a dense
+// tensor and TooHard, are not refused). The plan refuses the same tensor (ValueError);
+// this says it first as torch's own in-place operators do (RuntimeError).
+void CheckOverlap(const DLTensor &v, const c10::OperatorHandle &op, size_t i) {
+  for (int32_t d = 0; d < v.ndim; ++d)
+    if (C10_UNLIKELY(v.strides[d] == 0 && v.shape[d] > 1))
+      TORCH_CHECK(false, op.schema().name(), ": '", op.schema().arguments()[i].name(),
+                  "' has elements that share memory (an expanded or stride-0 tensor): an "
+                  "in-place write would write them more than once; pass a .clone()");
 }
 
 class OpKernel final : public c10::OperatorKernel {
@@ -187,6 +225,7 @@ class OpKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet, torch::jit::Stack *stack) {
     const size_t nargs = op.schema().arguments().size();
     TORCH_CHECK(nargs <= static_cast<size_t>(kMaxArgs), kernel_->name, "(): too many arguments");
+    const uint64_t writes = Writes(op, nargs);
     dlx_arg args[kMaxArgs];
     dlx_arg_seq seqs[kMaxArgs];
     std::vector<std::vector<int64_t>> int_lists;
@@ -203,9 +242,10 @@ class OpKernel final : public c10::OperatorKernel {
         // torch hands None for a required Tensor as an undefined tensor: say so, named
         TORCH_CHECK_TYPE(v.toTensor().defined(), kernel_->name, "(): '",
                          op.schema().arguments()[i].name(), "' must be a tensor, got None");
-        const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
-        if (alias != nullptr && alias->isWrite()) CheckWritable(v.toTensor(), op, i);
+        const bool written = writes >> i & 1;
+        if (written) CheckWritable(v.toTensor(), op, i);
         Describe(v.toTensor(), &views[i]);
+        if (written) CheckOverlap(views[i], op, i);
         a.kind = DLX_ARG_TENSOR;
         a.value.tensor = &views[i];
         if (!have_device && views[i].device.device_type != kDLCPU) {
@@ -293,20 +333,104 @@ class OpKernel final : public c10::OperatorKernel {
                   inv.produced == 1 ? "" : "s", "; its declaration, and so the operator, has ",
                   nresults_);
     // Written: each mutable argument's version counter, once, as torch's in-place ops do.
-    for (size_t i = 0; i < nargs; ++i) {
-      const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
-      if (alias == nullptr || !alias->isWrite() || !values[i].isTensor()) continue;
+    for (uint64_t m = writes; m; m &= m - 1) {
+      const size_t i = static_cast<size_t>(__builtin_ctzll(m));
+      if (!values[i].isTensor()) continue;
       const at::Tensor &t = values[i].toTensor();
-      if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+      if (SurelyNotInference(t) || !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
     }
     torch::jit::drop(*stack, nargs);
-    for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(std::move(results.tensors[r]));
+    for (int32_t r = 0; r < nresults_; ++r) stack->emplace_back(results.Take(r));
   }
 
  private:
+  // The arguments the schema writes (Tensor(a!)), one bit each: read from the schema once,
+  // not per argument per call (the schema of a registered operator does not change).
+  uint64_t Writes(const c10::OperatorHandle &op, size_t nargs) {
+    if (C10_LIKELY(writes_known_.load(std::memory_order_acquire)))
+      return writes_.load(std::memory_order_relaxed);
+    uint64_t w = 0;
+    for (size_t i = 0; i < nargs; ++i) {
+      const c10::AliasInfo *alias = op.schema().arguments()[i].alias_info();
+      if (alias != nullptr && alias->isWrite()) w |= uint64_t{1} << i;
+    }
+    writes_.store(w, std::memory_order_relaxed);
+    writes_known_.store(true, std::memory_order_release);
+    return w;
+  }
+
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<bool> writes_known_{false};
   const dlx_kernel_handle *kernel_;
   const dlx_invoke_api *api_;
   int32_t nresults_;
+};
+
+// ---- Autograd: torch's autogradNotImplementedFallback, whole where it has work ----------
+//
+// torch::CppFunction keeps its KernelFunction private (torch::Library, a friend, reads it);
+// an explicit instantiation may name a private member ([temp.spec]): KernelOf reads it, so
+// the fallback torch builds is called as torch built it.
+c10::KernelFunction &KernelOf(torch::CppFunction &f);
+template <c10::KernelFunction torch::CppFunction::*Member>
+struct KernelOfAccess {
+  friend c10::KernelFunction &KernelOf(torch::CppFunction &f) { return f.*Member; }
+};
+template struct KernelOfAccess<&torch::CppFunction::func_>;
+
+const c10::KernelFunction &NotImplementedFallback() {
+  static const c10::KernelFunction *kernel = [] {
+    torch::CppFunction f = torch::autograd::autogradNotImplementedFallback();
+    return new c10::KernelFunction(std::move(KernelOf(f)));  // for the process, as operators
+  }();
+  return *kernel;
+}
+
+// The fallback (torch/csrc/autograd/autograd_not_implemented_fallback.cpp) reads autograd
+// metadata only: requires_grad and a forward grad per tensor, then check_inplace per
+// mutable one (a no-op when none requires grad); it redispatches below ADInplaceOrView
+// under AutoDispatchBelowADInplaceOrView when no argument is a view's input (Tensor(a))
+// and no result aliases one; results get a node only when an argument requires grad. A
+// call where no tensor has autograd metadata at all (the usual plain tensor) is that
+// redispatch and nothing else, ~870 Ir less than the fallback's vectors and schema
+// queries (torch 2.13). Anything else goes to the fallback, whole.
+class AutogradKernel final : public c10::OperatorKernel {
+ public:
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                  torch::jit::Stack *stack) {
+    const size_t nargs = op.schema().arguments().size();
+    if (C10_LIKELY(Plain(op)) && stack->size() >= nargs) {
+      bool bare = true;
+      for (const c10::IValue &v : torch::jit::last(*stack, nargs)) {
+        if (v.isTensor() ? v.toTensor().unsafeGetTensorImpl()->autograd_meta() != nullptr
+                         : v.isTensorList()) {
+          bare = false;
+          break;
+        }
+      }
+      if (C10_LIKELY(bare)) {
+        at::AutoDispatchBelowADInplaceOrView guard;
+        op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+        return;
+      }
+    }
+    NotImplementedFallback().callBoxed(op, keys, stack);
+  }
+
+ private:
+  // No result aliases and no argument is a view's input (read from the schema once).
+  bool Plain(const c10::OperatorHandle &op) {
+    int known = plain_.load(std::memory_order_relaxed);
+    if (C10_LIKELY(known != 0)) return known > 0;
+    bool plain = true;
+    for (const c10::Argument &r : op.schema().returns()) plain &= r.alias_info() == nullptr;
+    for (const c10::Argument &a : op.schema().arguments())
+      plain &= a.alias_info() == nullptr || a.alias_info()->isWrite();
+    plain_.store(plain ? 1 : -1, std::memory_order_relaxed);
+    return plain;
+  }
+
+  std::atomic<int> plain_{0};  // 0: not read yet, 1: plain, -1: not
 };
 
 // Registrations live as long as the process, as the operators they implement.
@@ -349,7 +473,9 @@ DLX_ADDON_EXPORT int dlx_torch_register_op(const char *ns, const char *name, con
         // the version counters itself.)
         auto autograd = std::make_unique<torch::Library>(
             torch::Library::IMPL, ns, c10::DispatchKey::Autograd, __FILE__, __LINE__);
-        autograd->impl(name, torch::autograd::autogradNotImplementedFallback());
+        NotImplementedFallback();  // made here, not on a call
+        autograd->impl(name, torch::CppFunction::makeFromBoxedFunctor(
+                                 std::make_unique<AutogradKernel>()));
         Libraries().push_back(std::move(autograd));
 
       },
