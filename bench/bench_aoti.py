@@ -10,10 +10,8 @@ any operator without a C shim does. Medians of interleaved rounds.
 
 Usage: bench_aoti.py [--rounds N]. The libraries and packages are built once into
 $DLX_BUILD_DIR/bench-aoti (or a temporary folder)."""
-import hashlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,9 @@ import torch
 
 import dlx
 import dlx.torch as dt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_torch_ops  # noqa: E402 - its build() makes this file's pair too
 
 N, ROUNDS = 20_000, 9
 KERNEL = r"""
@@ -60,26 +61,8 @@ TORCH_LIBRARY_IMPL(dlx_aoti_cxx, CPU, m) { m.impl("add", add); }
 
 
 def build(folder):
-    os.makedirs(folder, exist_ok=True)
-    key = hashlib.sha256((KERNEL + CXX_OP + torch.__version__).encode()).hexdigest()[:12]
-    kso, cso = os.path.join(folder, f"add_{key}.so"), os.path.join(folder, f"op_{key}.so")
-    if not os.path.exists(kso):
-        src = os.path.join(folder, "add.c")
-        with open(src, "w") as f:
-            f.write(KERNEL)
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", dlx.include_dir(), src, "-o",
-                        kso], check=True)
-    if not os.path.exists(cso):
-        src = os.path.join(folder, "op.cc")
-        with open(src, "w") as f:
-            f.write(CXX_OP)
-        spec = dt.build_spec("cpu")
-        root = os.path.dirname(torch.__file__)
-        incs = [f"-I{d}" for d in spec.includes if d.startswith(root)]
-        print(f"building the hand-written C++ operator ({cso}) ...", file=sys.stderr)
-        subprocess.run([spec.cxx, "-O2", "-std=c++20", "-shared", "-fPIC", *incs,
-                        *[f"-D{d}" for d in spec.defines], src, "-o", cso,
-                        *[f"-L{d}" for d in spec.lib_dirs], "-lc10", "-ltorch_cpu"], check=True)
+    kso, cso = bench_torch_ops.build(folder, KERNEL, CXX_OP, stem="add")
+    key = os.path.basename(kso)[len("add_"):-len(".so")]
     return kso, cso, key
 
 

@@ -57,22 +57,22 @@ TORCH_LIBRARY_IMPL(dlx_bench_cxx, CPU, m) { m.impl("add3", add3); }
 """
 
 
-def build(folder):
+def build(folder, kernel=KERNEL, cxx_op=CXX_OP, stem="add3"):
     """The dlx kernel library and the hand-written C++ operator library (cached by source
-    and torch version)."""
+    and torch version); bench_aoti.py builds its pair with it too."""
     os.makedirs(folder, exist_ok=True)
-    key = hashlib.sha256((KERNEL + CXX_OP + torch.__version__).encode()).hexdigest()[:12]
-    kso, cso = os.path.join(folder, f"add3_{key}.so"), os.path.join(folder, f"op_{key}.so")
+    key = hashlib.sha256((kernel + cxx_op + torch.__version__).encode()).hexdigest()[:12]
+    kso, cso = os.path.join(folder, f"{stem}_{key}.so"), os.path.join(folder, f"op_{key}.so")
     if not os.path.exists(kso):
-        src = os.path.join(folder, "add3.c")
+        src = os.path.join(folder, f"{stem}.c")
         with open(src, "w") as f:
-            f.write(KERNEL)
+            f.write(kernel)
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-I", dlx.include_dir(), src, "-o",
                         kso], check=True)
     if not os.path.exists(cso):
         src = os.path.join(folder, "op.cc")
         with open(src, "w") as f:
-            f.write(CXX_OP)
+            f.write(cxx_op)
         spec = dt.build_spec("cpu")
         root = os.path.dirname(torch.__file__)
         incs = [f"-I{d}" for d in spec.includes if d.startswith(root)]
