@@ -160,6 +160,12 @@ typedef struct dlx_torch_parity {
   int (*modes)(void);            /* 1: a torch mode or the profiler would see an operator call */
   int (*writable)(void *py_object); /* 0, or -1: torch refuses to write it in place */
   int (*bump)(void *py_object);  /* the version counter, after a write: 0 or -1 */
+  /* The view export of a `mut` tensor (NULL: not offered): `view`, and *version the
+   * address of the tensor's version counter (torch's std::atomic<uint32_t>) when torch
+   * lets an in-place operation write the tensor (no inference tensor), which the caller
+   * then increments itself after the kernel, atomically, as `bump` would; NULL: the
+   * caller asks `writable` and `bump`. */
+  int (*view_mut)(void *py_object, DLTensor *out, uint32_t **version);
 } dlx_torch_parity;
 
 #ifdef __cplusplus

@@ -51,6 +51,17 @@ typedef struct call_state {
   int flags;                          /* DLX_CONVERT_* of the arguments dlx_convert_arg took */
   int32_t nresults;
   int32_t nowners;                    /* slots to release after the call: owners[] */
+  /* signed calls: the `mut` slots whose version counter the call bumps itself
+   * (dlx_slot.version); only read when the kernel has `mut` parameters */
+  uint64_t versions;
+  /* A type whose table is dlx's addon (views_writable: a view that runs no Python code
+   * and is well formed), met in this call: its next tensors take the view without the
+   * cache lookup. Its table is a checked copy, never rewritten once published (the cache
+   * entry may be refilled meanwhile: only the table is read). In the state, not beside
+   * the vouched ndarray: numpy's loop keeps its registers. */
+  PyTypeObject *own_type;
+  const DLPackExchangeAPI *own_api;                    /* read once own_type is set */
+  int (*own_view_mut)(void *, DLTensor *, uint32_t **); /* the entry's view_mut, likewise */
   PyObject *const *objs;              /* the arguments, in argv's order (arg_readonly) */
   int32_t max_results;
   /* nogil: an exception a service raised, on whichever thread called it, carried to the
@@ -983,6 +994,7 @@ static inline void state_init(call_state *st, const dlx_kernel_info *k, int32_t 
   st->failed = st->released = st->prefixed = st->flags = 0;
   st->nresults = st->nowners = 0;
   st->objs = objs;
+  st->own_type = NULL;
   st->max_results = max_results;
 }
 
@@ -1213,8 +1225,8 @@ static __attribute__((noinline)) int torch_before(call_state *st) {
       break;
     }
   }
-  for (uint64_t m = k->mut_params; m; m &= m - 1) {
-    int32_t i = __builtin_ctzll(m);
+  for (uint64_t m = k->mut_params & ~st->versions; m; m &= m - 1) {
+    int32_t i = __builtin_ctzll(m); /* (a slot with a counter passed the test in view_mut) */
     const dlx_torch_parity *h = torch_hooks(st, i);
     if (h && h->writable(st->objs[i])) {
       dlx_prefix_error("%s(): '%s' ", k->name, dlx_sig_param_name(k->sig, i));
@@ -1237,7 +1249,9 @@ static __attribute__((noinline, cold)) PyObject *torch_refused(call_state *st) {
 /* After the kernel wrote: each `mut` torch tensor's version counter, once, as torch's
  * in-place operators bump it (autograd checks it on the tensors it saved). */
 static __attribute__((noinline)) int torch_written(call_state *st) {
-  for (uint64_t m = st->k->mut_params; m; m &= m - 1) {
+  for (uint64_t m = st->versions; m; m &= m - 1) /* view_mut's counters: no hook */
+    __atomic_fetch_add(st->slots[__builtin_ctzll(m)].version, 1, __ATOMIC_SEQ_CST);
+  for (uint64_t m = st->k->mut_params & ~st->versions; m; m &= m - 1) {
     int32_t i = __builtin_ctzll(m);
     const dlx_torch_parity *h = torch_hooks(st, i);
     if (h && h->bump(st->objs[i])) return -1;
@@ -1252,7 +1266,8 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
                                                                 int32_t device_arg, int nogil) {
   const dlx_kernel_info *k = st->k;
   if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) &&
-      (k->mut_params || dlx_relaxed_load(&k->torch_op)) && torch_before(st))
+      ((k->mut_params && (k->mut_params & ~st->versions)) || dlx_relaxed_load(&k->torch_op)) &&
+      torch_before(st))
     return torch_refused(st);
   /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
    * calls have none (and no deferred producer: those are on a device). */
@@ -1331,6 +1346,42 @@ static inline vouched vouched_at_start(void) {
   return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
 }
 
+/* Argument i of the call's own-view type (vouched.own_type) into its slot: the view (for
+ * a `mut` parameter, with its version counter), without the dims check. The flags of
+ * dlx_convert_view (with_flags: a constant), or -1 as it. */
+static inline __attribute__((always_inline)) int own_view(call_state *st, int32_t i,
+                                                          PyObject *obj, int with_flags,
+                                                          int mut) {
+  dlx_arg *a = &st->argv[i];
+  dlx_slot *slot = &st->slots[i];
+  const DLPackExchangeAPI *api = st->own_api;
+  slot->api = api;
+  a->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
+  a->readonly = 0;
+  a->value.tensor = &slot->view;
+  int failed;
+  if (mut && st->own_view_mut) {
+    failed = st->own_view_mut(obj, &slot->view, &slot->version);
+    if (!failed && slot->version) st->versions |= 1ull << i;
+  } else {
+    failed = api->dltensor_from_py_object_no_sync(obj, &slot->view);
+  }
+  if (__builtin_expect(failed, 0)) return dlx_view_failed(a, slot);
+  return with_flags ? DLX_CONVERT_TORCH : 0; /* the addon's table is a checked copy */
+}
+
+/* A cache hit whose table is dlx's addon (views_writable): vouched for the rest of the
+ * call, then own_view. */
+static inline __attribute__((always_inline)) int own_vouched(call_state *st, int32_t i,
+                                                             PyObject *obj, PyTypeObject *tp,
+                                                             const dlx_type_info *info,
+                                                             int with_flags, int mut) {
+  st->own_type = tp;
+  st->own_api = info->api;
+  st->own_view_mut = info->view_mut;
+  return own_view(st, i, obj, with_flags, mut);
+}
+
 /* Argument i, an object the loop took neither in line as a scalar nor by numpy_in_line,
  * into its slot by the quickest path that gives what dlx_convert_arg gives:
  * DLX_CONVERT_NUMPY for an ndarray (host memory, owns nothing), else dlx_convert_arg's
@@ -1341,9 +1392,11 @@ static inline __attribute__((always_inline)) int convert_rest(call_state *st, in
                                                               vouched *np, int with_flags) {
   dlx_arg *a = &st->argv[i];
   dlx_slot *slot = &st->slots[i];
+  if (tp == st->own_type) return own_view(st, i, obj, with_flags, 0);
   const dlx_type_info *info = dlx_type_info_hit(tp);
   if (info && info->view) {
     np->type = NULL; /* the table's code runs */
+    if (info->views_writable) return own_vouched(st, i, obj, tp, info, with_flags, 0);
     return dlx_convert_view(info, obj, a, slot, with_flags);
   }
   if (info && numpy_vouched(info, obj, a, slot)) {
@@ -1377,7 +1430,7 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st.argv[i];
-    if (numpy_in_line(&st, i, obj, tp, &np)) continue; /* host memory, owns nothing */
+    if (__builtin_expect(numpy_in_line(&st, i, obj, tp, &np), 1)) continue; /* host memory */
     if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
       a->kind = DLX_ARG_INT;
       a->readonly = 0;
@@ -1424,6 +1477,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
   }
   call_state st;
   state_init(&st, k, np, sig->nresults, objs);
+  st.versions = 0;
   dlx_sig_bindings_init(&st.binds, sig);
   dlx_sig_bindings *const binds = &st.binds;
   int32_t device_arg = -1;
@@ -1465,12 +1519,15 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
      * read-only tensor is refused by the check; a table known never to export a read-only
      * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
      * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
+    if (tp == st.own_type) { /* the addon's type, met earlier in this call */
+      rc = own_view(&st, i, obj, 1, q->mut);
+      goto converted;
+    }
     if (__builtin_expect(q->mut, 0) && tp != npv.type) {
       const dlx_type_info *info = dlx_type_info_hit(tp);
       if (!info) info = mut_type_miss(tp);
       if (info && info->view && info->views_writable) {
-        npv.type = NULL;
-        rc = dlx_convert_view(info, obj, a, slot, 1);
+        rc = own_vouched(&st, i, obj, tp, info, 1, 1);
         goto converted;
       }
       if (info && info->view) {

@@ -60,9 +60,14 @@ typedef struct dlx_type_info {
   /* DLX_CONVERT_TORCH when the table is a torch table's checked copy (torch_parity.c):
    * a conversion through it says so to the call, which then asks the parity hooks. */
   int call_flags;
-  /* The table never exports a read-only tensor (dlx_torch_views_writable): a `mut`
-   * parameter takes the view export, not the owned one that would carry the flag. */
+  /* The table is dlx's addon's checked copy (dlx_torch_views_writable): it never exports
+   * a read-only tensor, so a `mut` parameter takes the view export, not the owned one that
+   * would carry the flag; and its view is well formed by construction (shape, strides,
+   * ndim >= 0) and runs no Python code, so the call loops take it without the dims check
+   * and keep using it for the rest of the call without a cache lookup (call.c). */
   int views_writable;
+  /* ... and its parity hook's view of a `mut` tensor (dlx_torch_parity.view_mut), or NULL */
+  int (*view_mut)(void *py_object, DLTensor *out, uint32_t **version);
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
 #if DLX_FREE_THREADED
   struct dlx_type_info *retired_next; /* the retired list's link (in the line's padding) */
@@ -251,6 +256,8 @@ typedef struct dlx_slot {
   DLManagedTensor *legacy;            /* owned legacy export: deleter after the call */
   void *buffer;                       /* buffer-protocol block (convert.c) */
   const DLPackExchangeAPI *api;       /* the table the tensor came through, or NULL */
+  uint32_t *version;                  /* a `mut` torch tensor's counter (view_mut), when
+                                         the call's `versions` mask has the slot's bit */
 } dlx_slot;
 
 /* ---- convert.c ---- */

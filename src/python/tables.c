@@ -320,6 +320,11 @@ table:
   info->api = dlx_torch_checked_table(info->api);
   info->call_flags = dlx_torch_is_checked(info->api) ? DLX_CONVERT_TORCH : 0;
   info->views_writable = dlx_torch_views_writable(info->api);
+  if (info->views_writable) {
+    const dlx_torch_parity *hooks = dlx_torch_hooks_of(info->api);
+    if (hooks->size >= offsetof(dlx_torch_parity, view_mut) + sizeof hooks->view_mut)
+      info->view_mut = hooks->view_mut;
+  }
   info->source = DLX_SRC_TABLE;
   info->owner = attr;
   return 0;

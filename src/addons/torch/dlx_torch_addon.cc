@@ -49,7 +49,9 @@
 #endif
 
 #include <atomic>
+#include <memory>
 #include <new>
+#include <type_traits>
 #include <typeinfo>
 
 #ifndef DLX_ADDON_IDENTITY
@@ -494,23 +496,44 @@ __attribute__((noinline, cold)) int GradRefused() {
   return -1;
 }
 
-// requires_grad(), short for the usual tensor: no autograd metadata at all (TensorImpl
-// keeps the pointer private; its out-of-line getter is the one call).
+// TensorImpl keeps autograd_meta_ private behind an out-of-line getter: a call per tensor,
+// which also made the view export save six registers. An explicit instantiation may name a
+// private member ([temp.spec]), as dlx_torch_ops.cc's KernelOf does; the getter returns
+// the pointer as it is.
+using AutogradMetaPtr = std::unique_ptr<c10::AutogradMetaInterface>;
+const AutogradMetaPtr &AutogradMetaOf(const c10::TensorImpl &impl);
+template <AutogradMetaPtr c10::TensorImpl::*Member>
+struct AutogradMetaAccess {
+  friend const AutogradMetaPtr &AutogradMetaOf(const c10::TensorImpl &impl) {
+    return impl.*Member;
+  }
+};
+template struct AutogradMetaAccess<&c10::TensorImpl::autograd_meta_>;
+
+// requires_grad(), short for the usual tensor: no autograd metadata at all.
 inline bool RequiresGrad(const c10::TensorImpl *impl) {
-  const c10::AutogradMetaInterface *meta = impl->autograd_meta();
+  const c10::AutogradMetaInterface *meta = AutogradMetaOf(*impl).get();
   return C10_UNLIKELY(meta != nullptr) && meta->requires_grad();
 }
 
-// DLTensorFromPyObject's body, with the grad test on the TensorImpl it already holds.
+// DLTensorFromPyObject's body, with the grad test on the TensorImpl it already holds
+// (*impl_out: that TensorImpl). Inside the caller's own GuardedPy: each caller's lambda is
+// then a Guarded of its own, inlined whole.
+__attribute__((always_inline)) inline void ParityViewBody(void *py_object, DLTensor *out,
+                                                          bool *grad,
+                                                          const c10::TensorImpl **impl_out) {
+  const at::Tensor &tensor = UnpackTensor(py_object);
+  const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
+  *impl_out = impl;
+  *grad = RequiresGrad(impl);
+  if (C10_LIKELY(DescribeFast(impl, out))) return;
+  DescribeView(tensor, out);
+}
+
 int ParityView(void *py_object, DLTensor *out) {
   bool grad = false;
-  int rc = GuardedPy([&] {
-    const at::Tensor &tensor = UnpackTensor(py_object);
-    const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
-    grad = RequiresGrad(impl);
-    if (C10_LIKELY(DescribeFast(impl, out))) return;
-    DescribeView(tensor, out);
-  });
+  const c10::TensorImpl *impl;
+  int rc = GuardedPy([&] { ParityViewBody(py_object, out, &grad, &impl); });
   return C10_UNLIKELY(grad) && rc == 0 ? GradRefused() : rc;
 }
 
@@ -584,6 +607,41 @@ int ParityBump(void *py_object) {
   });
 }
 
+// The address of a tensor's version counter, as VariableVersion::bump increments it; the
+// counter is private (read through the explicit-instantiation access, as AutogradMetaOf).
+// A TensorImpl keeps its counter for life (shallow_copy_from and set_data keep it).
+template <typename Counter>
+uint32_t *CounterAddress(Counter *counter) {
+  static_assert(std::is_same<decltype(counter->version_), std::atomic<uint32_t>>::value &&
+                    std::atomic<uint32_t>::is_always_lock_free,
+                "the caller increments it as a plain lock-free uint32_t");
+  return counter ? reinterpret_cast<uint32_t *>(&counter->version_) : nullptr;
+}
+uint32_t *VersionAddress(const c10::VariableVersion &v);
+template <typename M, M Member>
+struct VersionAccess {
+  friend uint32_t *VersionAddress(const c10::VariableVersion &v) {
+    return CounterAddress((v.*Member).get());
+  }
+};
+template struct VersionAccess<decltype(&c10::VariableVersion::version_counter_),
+                              &c10::VariableVersion::version_counter_>;
+
+// A `mut` tensor's view in one call: ParityView, then the counter the caller bumps after
+// the kernel when ParityWritable would pass it without a word (exact torch.Tensor, not an
+// inference tensor); otherwise NULL, and the caller asks the two hooks. Saves both hooks'
+// calls and unpacks.
+int ParityViewMut(void *py_object, DLTensor *out, uint32_t **version) {
+  bool grad = false;
+  const c10::TensorImpl *impl = nullptr;
+  *version = nullptr;
+  int rc = GuardedPy([&] { ParityViewBody(py_object, out, &grad, &impl); });
+  if (C10_UNLIKELY(rc != 0)) return rc;
+  if (C10_UNLIKELY(grad) && GradRefused() != 0) return -1;
+  if (C10_LIKELY(SurelyNotInference(impl))) *version = VersionAddress(impl->version_counter());
+  return 0;
+}
+
 const dlx_torch_parity kParity = {
     /*size=*/sizeof(dlx_torch_parity),
     /*view=*/ParityView,
@@ -591,6 +649,7 @@ const dlx_torch_parity kParity = {
     /*modes=*/ParityModes,
     /*writable=*/ParityWritable,
     /*bump=*/ParityBump,
+    /*view_mut=*/ParityViewMut,
 };
 
 const DLPackExchangeAPI kExchangeApi = {
