@@ -76,13 +76,10 @@ def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
 
 
 def _usable(tensors):
-    """Under a vmap traced outside jit the call is the plain one (its batching rule hands
-    "..." kernels the whole batch; a jit inside the vmap traces unbatched, and _vmap_rule
-    batches what it made); only the Shardy form is derived here; inside a shard_map the
-    user already split the arrays (the plain call on the local block)."""
+    """Only the Shardy form is derived here; inside a shard_map the user already split the
+    arrays (the plain call on the local block). Under vmap the call is partitioned too:
+    _vmap_rule batches it."""
     if not jax.config.jax_use_shardy_partitioner:
-        return False
-    if any(isinstance(x, _BatchTracer) for x in tensors):
         return False
     return not getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ())
 
@@ -115,8 +112,9 @@ _export_plain()
 def _vmap_rule():
     """custom_partitioning has no batching rule: `jax.vmap(jax.jit(f))` batches the jaxpr
     jit traced, where the dlx call already is a custom_partitioning, and would fail
-    ("Batching rule for 'custom_partitioning' not implemented"). For dlx's own calls the
-    batched call is the one the plain call's batching gives: a kernel whose tensors and
+    ("Batching rule for 'custom_partitioning' not implemented"); `jax.jit(jax.vmap(f))`
+    binds it with batch tracers. For dlx's own calls the batched call is the one the plain
+    call's batching gives: a kernel whose tensors and
     results all start with "..." gets the whole batch in one call (partitioned again, on
     the batched shapes: the vmapped axis is one more batch dimension, split if its input
     is), any other kernel runs once per batch element (the plain FFI call's "sequential"
@@ -171,7 +169,7 @@ def _unsplit(x, d):
 def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
     """A function of the call's tensors (ins, then muts) that runs the kernel partitioned
     along its independent dimensions, or None where there is nothing to split (no
-    independent dimension in this call; under a vmap's batch tracers: the plain call)."""
+    independent dimension in this call)."""
     rule = _shard.rule(kernel)
     if rule is None or not rule.independent or not _usable(tensors):
         return None
@@ -185,8 +183,10 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
     shapes = [tuple(x.shape) for x in tensors]
     ins, outs, split = _factors(rule, labels, shapes, res_labels,
                                 [tuple(t.shape) for t in out_types])
-    if not split or not any(f in split for fs in ins for f in fs):
-        return None
+    whole = "..." in rule.independent and _whole_batch(rule, labels)
+    if not any(f in split for fs in ins for f in fs) and not (
+            whole and any(isinstance(x, _BatchTracer) for x in tensors)):
+        return None  # (under vmap the batched call may have the batch to split: kept)
     everything = {f for fs in ins + outs for f in fs}
     text = (", ".join(" ".join(fs) for fs in ins) + " -> " +
             ", ".join(" ".join(fs) for fs in outs))
@@ -203,7 +203,7 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
         return (mesh, body, tuple(spec(fs) for fs in outs), tuple(spec(fs) for fs in ins))
 
     partition._dlx = True  # _export_plain's and _vmap_rule's mark
-    if _whole_batch(rule, labels):
+    if whole:
         partition._dlx_batched = lambda xs: _batched(kernel, plan, tensor_params, xs, stage,
                                                      attrs)
     f = custom_partitioning(body)

@@ -110,11 +110,14 @@ def mut():
 @scenario
 def jit_of_vmap():
     # a per-element ("sequential") vmap is a lax.map, which JAX refuses over an Explicit
-    # mesh's split batch (before issue 32 too): an Auto mesh here
+    # mesh's split batch: dlx's batching rule makes the mapped axis whole first
     auto = put(X, Mesh(np.array(jax.devices()), ("d",)), P("d"))
-    y = jax.jit(jax.vmap(lambda r: jk.shard_rows(r[None], W)[0][0]))(auto)
+    f = jax.jit(jax.vmap(lambda r: jk.shard_rows(r[None], W)[0][0]))
+    y = f(auto)
+    explicit = f(put(X, mesh, P("d")))
     z, seen = jax.jit(jax.vmap(lambda r: jk.shard_batch(r)))(put(X, mesh, P("d")))
-    return {"ok": bool(np.allclose(y, ROWS)) and bool(np.allclose(z, BATCH))}
+    return {"ok": bool(np.allclose(y, ROWS)) and bool(np.allclose(z, BATCH)) and
+            bool(np.allclose(explicit, ROWS)), "seen": np.asarray(seen).tolist()}
 
 X3 = np.arange(64, dtype=np.float32).reshape(2, 8, 4) - 31.5  # 2 arrays like X, for vmap
 
@@ -138,8 +141,8 @@ def vmap_of_jit():
             ("rows_vsplit", rows_w, np.concatenate([X3, X3]), P("d"), mesh)]:
         x = put(a, m, sp)
         want = per_row(f, a)
-        for how, g in [("vmap_jit", jax.vmap(jax.jit(f))),
-                       ("jit_vmap_jit", jax.jit(jax.vmap(jax.jit(f))))]:
+        for how, g in [("vmap_jit", jax.vmap(jax.jit(f))), ("jit_vmap", jax.jit(jax.vmap(f))),
+                       ("jit_vmap_jit", jax.jit(jax.vmap(jax.jit(f)))), ("vmap", jax.vmap(f))]:
             y, seen = g(x)
             res[f"{name}/{how}"] = {
                 "ok": bool(np.allclose(y, want[0])) and bool(np.array_equal(seen.shape, want[1].shape)),
@@ -307,7 +310,8 @@ def test_mut_parameter_stays_split(sc):
 
 
 def test_jit_of_vmap_custom_vjp_and_export_keep_working(sc):
-    assert get(sc, "jit_of_vmap")["ok"]
+    v = get(sc, "jit_of_vmap")
+    assert v["ok"] and v["seen"] == [8] * 8  # the vmapped rows stay split: 2 x 4 per call
     assert get(sc, "custom_vjp")["ok"]
     v = get(sc, "export")
     assert v["ok"] and v["plain"]  # exported as the plain FFI call (no Python callback)
@@ -315,12 +319,14 @@ def test_jit_of_vmap_custom_vjp_and_export_keep_working(sc):
 
 def test_vmap_of_a_jitted_sharded_call(sc):
     """vmap(jit(f)) batches the jaxpr jit traced, a custom_partitioning call (which has no
-    batching rule of its own): values equal f on each array; a kernel whose tensors all
+    batching rule of its own), jit(vmap(f)) binds it with batch tracers: values equal f on
+    each array; a kernel whose tensors all
     start with "..." gets the whole batch in one call, still split (the vmapped axis is one
     more batch dimension); any other runs once per element, as the plain call does."""
     v = get(sc, "vmap_of_jit")
     assert all(r["ok"] for r in v.values()), v
-    for how in ("vmap_jit", "jit_vmap_jit"):
+    # (an eager vmap, "vmap", runs op by op: right, whole)
+    for how in ("vmap_jit", "jit_vmap", "jit_vmap_jit"):
         # (2, 8, 4) split on the rows: each call 2 x 2 x 4 elements, nothing gathered
         assert v[f"batch_split/{how}"]["seen"] == [16], v
         assert v[f"batch_split/{how}"]["spec"] == [None, "d"], v
