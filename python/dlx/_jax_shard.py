@@ -75,7 +75,7 @@ def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
     return ins, outs, split
 
 
-def _usable(tensors):
+def _usable():
     """Only the Shardy form is derived here; inside a shard_map the user already split the
     arrays (the plain call on the local block). Under vmap the call is partitioned too:
     _vmap_rule batches it."""
@@ -114,11 +114,11 @@ def _vmap_rule():
     jit traced, where the dlx call already is a custom_partitioning, and would fail
     ("Batching rule for 'custom_partitioning' not implemented"); `jax.jit(jax.vmap(f))`
     binds it with batch tracers. For dlx's own calls the batched call is the one the plain
-    call's batching gives: a kernel whose tensors and
-    results all start with "..." gets the whole batch in one call (partitioned again, on
-    the batched shapes: the vmapped axis is one more batch dimension, split if its input
-    is), any other kernel runs once per batch element (the plain FFI call's "sequential"
-    rule). Other custom_partitioning calls keep JAX's answer."""
+    call's batching gives: a kernel whose tensors and results all start with "..." gets the
+    whole batch in one call (partitioned again, on the batched shapes: the vmapped axis is
+    one more batch dimension, split if its input is), any other kernel runs once per batch
+    element (the plain FFI call's "sequential" rule). Other custom_partitioning calls keep
+    JAX's answer."""
     if _cp_p is None or _batching is None:
         return
     table = _batching.fancy_primitive_batchers
@@ -171,7 +171,7 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
     along its independent dimensions, or None where there is nothing to split (no
     independent dimension in this call)."""
     rule = _shard.rule(kernel)
-    if rule is None or not rule.independent or not _usable(tensors):
+    if rule is None or not rule.independent or not _usable():
         return None
     tpos = {}  # parameter index -> index among the declared tensor parameters
     for i, p in enumerate(plan):

@@ -145,7 +145,7 @@ def vmap_of_jit():
                        ("jit_vmap_jit", jax.jit(jax.vmap(jax.jit(f)))), ("vmap", jax.vmap(f))]:
             y, seen = g(x)
             res[f"{name}/{how}"] = {
-                "ok": bool(np.allclose(y, want[0])) and bool(np.array_equal(seen.shape, want[1].shape)),
+                "ok": bool(np.allclose(y, want[0])) and seen.shape == want[1].shape,
                 "seen": sorted(set(np.asarray(seen).ravel().tolist())), "spec": spec(y)}
     # one argument mapped, the other not: broadcast to the batch, as the plain call's rule
     x = put(X3, mesh, P(None, "d"))
@@ -331,7 +331,8 @@ def test_vmap_of_a_jitted_sharded_call(sc):
         assert v[f"batch_split/{how}"]["seen"] == [16], v
         assert v[f"batch_split/{how}"]["spec"] == [None, "d"], v
         # the mapped axis split (4 arrays over 4 devices): each call one whole (8, 4) array
-        assert v[f"batch_vsplit/{how}"]["seen"] == [32] and v[f"batch_vsplit/{how}"]["spec"] == ["d"]
+        vs = v[f"batch_vsplit/{how}"]
+        assert vs["seen"] == [32] and vs["spec"] == ["d"], vs
         assert v[f"batch_2x2/{how}"]["seen"] == [16] and v[f"batch_2x2/{how}"]["spec"] == ["a", "b"]
         # shard_rows is not "..."-first: once per array, whole (the mapped axis gathered,
         # which an Explicit mesh's lax.map needs)

@@ -94,7 +94,8 @@ DLX_KERNEL(shard_split, "x: f32[..., n] contig cpu -> (f32[..., n], f32[...])") 
 
 /* x + y with y's rows broadcast when it has one (f32[n] or f32[1, n]), else y must have as
  * many rows as x; and per row, the elements of x this call received * 1000 + y's */
-DLX_KERNEL(shard_add, "x: f32[..., n] contig cpu, y: f32[..., n] contig cpu -> (f32[..., n], f32[...])") {
+DLX_KERNEL(shard_add, "x: f32[..., n] contig cpu, y: f32[..., n] contig cpu -> "
+                      "(f32[..., n], f32[...])") {
   DLTensor *x, *y, *z, *seen;
   if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &y) ||
       dlx_return_new_tensor(call, x->device, x->ndim, x->shape, x->dtype, &z) ||
@@ -266,8 +267,10 @@ def sharding_worker(rank, lib, world, port, outdir):
         print(rank, "step 8", file=sys.stderr, flush=True)
         seen_add = {}
         x8 = torch.randn(8, 8, generator=g)
-        for name, yt, py in [("same_shard", x8 * 2, Shard(0)), ("same_replicated", x8 * 2, Replicate()),
-                             ("same_other_dim", x8 * 2, Shard(1)), ("one_row", x8[:1] * 2, Replicate()),
+        for name, yt, py in [("same_shard", x8 * 2, Shard(0)),
+                             ("same_replicated", x8 * 2, Replicate()),
+                             ("same_other_dim", x8 * 2, Shard(1)),
+                             ("one_row", x8[:1] * 2, Replicate()),
                              ("no_batch", x8[0] * 2, Replicate())]:
             z, seen = ops.shard_add(dt(x8, [Shard(0)]), dt(yt, [py]))
             want_z, want_seen = lib.shard_add(x8, yt)
