@@ -27,6 +27,12 @@ try:
 except ImportError:  # pragma: no cover - a jax that moved it
     _BatchTracer = ()
 
+try:
+    from jax._src.interpreters import batching as _batching
+    _batching.fancy_primitive_batchers  # noqa: B018 - the table the rule goes in
+except (ImportError, AttributeError):  # pragma: no cover - a jax that moved it
+    _batching = None
+
 
 def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
     """Per operand and per result, one factor name per dimension, and the factors that may
@@ -38,9 +44,10 @@ def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
         return f"r{counter[0]}"
 
     # the batch is split only where every "..." matched the same dims (the results' "..."
-    # is the first parameter's; another parameter's may broadcast against it)
-    batches = {tuple(s[:len(s) - (len(l) - 1)]) for l, s in zip(tensor_labels, shapes)
-               if l is not None and "..." in l}
+    # is the first parameter's; another parameter's may broadcast against it); "..." need
+    # not lead ("x: f32[n, ...]"): its dims start where it stands
+    batches = {tuple(s[l.index("..."):len(s) - (len(l) - 1 - l.index("..."))])
+               for l, s in zip(tensor_labels, shapes) if l is not None and "..." in l}
     batch_ok = "..." in rule.independent and len(batches) == 1
     names = {}  # an independent symbol -> its factor (a symbol need not be a factor name)
     split = set()
@@ -68,13 +75,11 @@ def _factors(rule, tensor_labels, shapes, result_labels, result_shapes):
     return ins, outs, split
 
 
-def _usable(tensors):
-    """custom_partitioning has no vmap rule (under vmap: the plain call, whose batch rule
-    hands "..." kernels the whole batch); only its Shardy form is derived here; inside a
-    shard_map the user already split the arrays (the plain call on the local block)."""
+def _usable():
+    """Only the Shardy form is derived here; inside a shard_map the user already split the
+    arrays (the plain call on the local block). Under vmap the call is partitioned too:
+    _vmap_rule batches it."""
     if not jax.config.jax_use_shardy_partitioner:
-        return False
-    if any(isinstance(x, _BatchTracer) for x in tensors):
         return False
     return not getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ())
 
@@ -104,13 +109,69 @@ def _export_plain():
 _export_plain()
 
 
+def _vmap_rule():
+    """custom_partitioning has no batching rule: `jax.vmap(jax.jit(f))` batches the jaxpr
+    jit traced, where the dlx call already is a custom_partitioning, and would fail
+    ("Batching rule for 'custom_partitioning' not implemented"); `jax.jit(jax.vmap(f))`
+    binds it with batch tracers. For dlx's own calls the batched call is the one the plain
+    call's batching gives: a kernel whose tensors and results all start with "..." gets the
+    whole batch in one call (partitioned again, on the batched shapes: the vmapped axis is
+    one more batch dimension, split if its input is), any other kernel runs once per batch
+    element (the plain FFI call's "sequential" rule). Other custom_partitioning calls keep
+    JAX's answer."""
+    if _cp_p is None or _batching is None:
+        return
+    table = _batching.fancy_primitive_batchers
+    previous = table.get(_cp_p)
+    if getattr(previous, "_dlx", False):
+        return
+
+    def rule(axis_data, args, dims, **params):
+        part = params.get("partition")
+        if not getattr(part, "_dlx", False):
+            if previous is None:
+                raise NotImplementedError("Batching rule for 'custom_partitioning' not "
+                                          "implemented")
+            return previous(axis_data, args, dims, **params)
+        if all(d is None for d in dims):
+            outs = _cp_p.bind(*args, **params)
+            return outs, [None] * len(outs)
+        size = axis_data.size
+        whole = getattr(part, "_dlx_batched", None)
+        if whole is not None:  # broadcast_all, as the plain call's rule: batch first
+            xs = [jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None
+                  else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims)]
+            outs = whole(xs)
+        else:
+            args = [x if d is None else _unsplit(x, d) for x, d in zip(args, dims)]
+            outs = jax.vmap(_jcore.jaxpr_as_fun(params["call"]),
+                            in_axes=list(dims), axis_size=size)(*args)
+        return list(outs), [0] * len(outs)
+
+    rule._dlx = True
+    table[_cp_p] = rule
+
+
+_vmap_rule()
+
+
+def _unsplit(x, d):
+    """x with dimension d whole on every device: the per-element loop (lax.map) refuses a
+    mapped axis that an Explicit mesh splits; an Auto one is gathered by XLA anyway."""
+    sharding = getattr(jax.typeof(x), "sharding", None)
+    spec = tuple(getattr(sharding, "spec", ()))
+    if d >= len(spec) or spec[d] is None:
+        return x
+    spec = spec[:d] + (None,) + spec[d + 1:]
+    return jax.sharding.reshard(x, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
+
+
 def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
     """A function of the call's tensors (ins, then muts) that runs the kernel partitioned
     along its independent dimensions, or None where there is nothing to split (no
-    independent dimension in this call; under vmap, which custom_partitioning cannot batch:
-    the plain call)."""
+    independent dimension in this call)."""
     rule = _shard.rule(kernel)
-    if rule is None or not rule.independent or not _usable(tensors):
+    if rule is None or not rule.independent or not _usable():
         return None
     tpos = {}  # parameter index -> index among the declared tensor parameters
     for i, p in enumerate(plan):
@@ -122,8 +183,10 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
     shapes = [tuple(x.shape) for x in tensors]
     ins, outs, split = _factors(rule, labels, shapes, res_labels,
                                 [tuple(t.shape) for t in out_types])
-    if not split or not any(f in split for fs in ins for f in fs):
-        return None
+    whole = "..." in rule.independent and _whole_batch(rule, labels)
+    if not any(f in split for fs in ins for f in fs) and not (
+            whole and any(isinstance(x, _BatchTracer) for x in tensors)):
+        return None  # (under vmap the batched call may have the batch to split: kept)
     everything = {f for fs in ins + outs for f in fs}
     text = (", ".join(" ".join(fs) for fs in ins) + " -> " +
             ", ".join(" ".join(fs) for fs in outs))
@@ -139,13 +202,30 @@ def partitioned(kernel, plan, tensor_params, tensors, out_types, stage, attrs):
 
         return (mesh, body, tuple(spec(fs) for fs in outs), tuple(spec(fs) for fs in ins))
 
-    partition._dlx = True  # _export_plain's mark
+    partition._dlx = True  # _export_plain's and _vmap_rule's mark
+    if whole:
+        partition._dlx_batched = lambda xs: _batched(kernel, plan, tensor_params, xs, stage,
+                                                     attrs)
     f = custom_partitioning(body)
     f.def_partition(partition, sharding_rule=text,
                     need_replication_factors=tuple(sorted(everything - split)))
     f.__name__ = f"dlx_{kernel.__name__}"
 
     return lambda *xs: list(f(*xs))
+
+
+def _whole_batch(rule, labels):
+    """Every given tensor and every result starts with "...": under vmap the plain call
+    hands the kernel the whole batch at once (jax.py's _batched_whole, from the rule)."""
+    return (all(lab is not None and lab[:1] == ("...",) for lab in labels) and
+            all(r[:1] == ("...",) for r in rule.results))
+
+
+def _batched(kernel, plan, tensor_params, xs, stage, attrs):
+    """The call on batched tensors (the vmapped axis first), partitioned where it can be."""
+    out_types, call = stage(list(xs))
+    f = partitioned(kernel, plan, tensor_params, xs, out_types, stage, attrs)
+    return f(*xs) if f is not None else call(*xs, **attrs)
 
 
 def _call(stage, xs, attrs):

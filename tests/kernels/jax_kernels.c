@@ -78,6 +78,48 @@ DLX_KERNEL(shard_batch, "x: f32[..., n] contig -> (f32[..., n], i64[...])") {
   return 0;
 }
 
+/* z = x + y over the batch: y's rows broadcast when it has one (y: f32[n] or f32[1, n]),
+ * else y's batch must have as many rows as x's; seen[...] = x's elements in this call * 1000
+ * + y's (two "..." parameters whose batches may differ: docs/jax.md, "Many devices"). */
+DLX_KERNEL(shard_add, "x: f32[..., n] contig, y: f32[..., n] contig -> (f32[..., n], i64[...])") {
+  DLTensor *x, *y, *z, *seen;
+  int64_t n, rows = 1, yrows = 1;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &y) || dlx_size(call, "n", &n) ||
+      dlx_return_new_tensor(call, x->device, x->ndim, x->shape, x->dtype, &z) ||
+      dlx_return_new_tensor(call, x->device, x->ndim - 1, x->shape, (DLDataType){kDLInt, 64, 1},
+                            &seen))
+    return -1;
+  for (int32_t d = 0; d < x->ndim - 1; ++d) rows *= x->shape[d];
+  for (int32_t d = 0; d < y->ndim - 1; ++d) yrows *= y->shape[d];
+  if (yrows != 1 && yrows != rows)
+    return dlx_error(call, "ValueError", "y has %lld rows, x %lld", (long long)yrows,
+                     (long long)rows);
+  const float *xs = x->data, *ys = y->data;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      ((float *)z->data)[i * n + j] = xs[i * n + j] + ys[(yrows == 1 ? 0 : i) * n + j];
+    ((int64_t *)seen->data)[i] = rows * n * 1000 + yrows * n;
+  }
+  return 0;
+}
+
+/* The batch after a leading dimension: z[i, r] = x[i, r] + y[i, r % (y's batch)]; y's batch
+ * may be smaller than x's (it is tiled): the result's batch is x's. */
+DLX_KERNEL(shard_lead, "x: f32[n, ...] contig, y: f32[n, ...] contig -> f32[n, ...]") {
+  DLTensor *x, *y, *z;
+  int64_t n, xb = 1, yb = 1;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_arg_tensor(call, 1, &y) || dlx_size(call, "n", &n) ||
+      dlx_return_new_tensor(call, x->device, x->ndim, x->shape, x->dtype, &z))
+    return -1;
+  for (int32_t d = 1; d < x->ndim; ++d) xb *= x->shape[d];
+  for (int32_t d = 1; d < y->ndim; ++d) yb *= y->shape[d];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < xb; ++r)
+      ((float *)z->data)[i * xb + r] =
+          ((const float *)x->data)[i * xb + r] + ((const float *)y->data)[i * yb + r % yb];
+  return 0;
+}
+
 /* acc += y, in place, elementwise. */
 DLX_KERNEL(shard_accumulate, "acc: f32[k*] mut contig, y: f32[k] contig") {
   DLTensor *acc, *y;

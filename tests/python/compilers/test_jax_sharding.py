@@ -110,11 +110,88 @@ def mut():
 @scenario
 def jit_of_vmap():
     # a per-element ("sequential") vmap is a lax.map, which JAX refuses over an Explicit
-    # mesh's split batch (before issue 32 too): an Auto mesh here
+    # mesh's split batch: dlx's batching rule makes the mapped axis whole first
     auto = put(X, Mesh(np.array(jax.devices()), ("d",)), P("d"))
-    y = jax.jit(jax.vmap(lambda r: jk.shard_rows(r[None], W)[0][0]))(auto)
+    f = jax.jit(jax.vmap(lambda r: jk.shard_rows(r[None], W)[0][0]))
+    y = f(auto)
+    explicit = f(put(X, mesh, P("d")))
     z, seen = jax.jit(jax.vmap(lambda r: jk.shard_batch(r)))(put(X, mesh, P("d")))
-    return {"ok": bool(np.allclose(y, ROWS)) and bool(np.allclose(z, BATCH))}
+    return {"ok": bool(np.allclose(y, ROWS)) and bool(np.allclose(z, BATCH)) and
+            bool(np.allclose(explicit, ROWS)), "seen": np.asarray(seen).tolist()}
+
+X3 = np.arange(64, dtype=np.float32).reshape(2, 8, 4) - 31.5  # 2 arrays like X, for vmap
+
+def per_row(f, xs):
+    """f on each array of xs, eagerly and whole: what a vmap must give."""
+    return [np.stack([np.asarray(f(np.asarray(x))[k]) for x in xs]) for k in range(2)]
+
+def rows_w(x):
+    return jk.shard_rows(x, W)
+
+@scenario
+def vmap_of_jit():
+    # jit traces a custom_partitioning call, then vmap batches that jaxpr: custom_partitioning
+    # has no batching rule of its own
+    res = {}
+    for name, f, a, sp, m in [
+            ("batch_split", jk.shard_batch, X3, P(None, "d"), mesh),      # x's rows split
+            ("batch_vsplit", jk.shard_batch, np.concatenate([X3, X3]), P("d"), mesh),  # mapped axis
+            ("batch_2x2", jk.shard_batch, X3, P("a", "b"), mesh22),
+            ("rows_split", rows_w, X3, P(None, "d"), mesh),                # per element (lax.map)
+            ("rows_vsplit", rows_w, np.concatenate([X3, X3]), P("d"), mesh)]:
+        x = put(a, m, sp)
+        want = per_row(f, a)
+        for how, g in [("vmap_jit", jax.vmap(jax.jit(f))), ("jit_vmap", jax.jit(jax.vmap(f))),
+                       ("jit_vmap_jit", jax.jit(jax.vmap(jax.jit(f)))), ("vmap", jax.vmap(f))]:
+            y, seen = g(x)
+            res[f"{name}/{how}"] = {
+                "ok": bool(np.allclose(y, want[0])) and seen.shape == want[1].shape,
+                "seen": sorted(set(np.asarray(seen).ravel().tolist())), "spec": spec(y)}
+    # one argument mapped, the other not: broadcast to the batch, as the plain call's rule
+    x = put(X3, mesh, P(None, "d"))
+    y, seen = jax.vmap(jax.jit(jk.shard_add), in_axes=(0, None))(x, X)
+    res["unmapped"] = {"ok": bool(np.allclose(y, X3 + X)),
+                       "seen": sorted(set(np.asarray(seen).ravel().tolist()))}
+    y, seen = jax.vmap(jax.jit(jk.shard_add), in_axes=(1, 0))(
+        put(np.swapaxes(X3, 0, 1), mesh, P("d")), X3)
+    res["axis1"] = {"ok": bool(np.allclose(y, X3 + X3)), "spec": spec(y)}
+    return res
+
+@scenario
+def broadcast():
+    # two "..." parameters: x's batch is the results'; y's may differ (the kernel broadcasts
+    # one row): the batch stays split only where every "..." tensor has the same batch
+    res = {}
+    xs = put(X, mesh, P("d"))
+    for name, y in [("same_split", put(X * 2, mesh, P("d"))), ("same_whole", X * 2),
+                    ("same_other_axis", put(X * 2, mesh, P(None, "d"))),
+                    ("one_row", X[:1] * 2), ("no_batch", X[0] * 2),
+                    ("one_row_3d", (X[:1] * 2)[None])]:
+        f = jax.jit(jk.shard_add)
+        z, seen = f(xs, y)
+        want, want_seen = jk.shard_add(np.asarray(X), np.asarray(y))
+        res[name] = {"ok": bool(np.allclose(z, want)) and z.shape == want.shape,
+                     "seen": sorted(set(np.asarray(seen).ravel().tolist())),
+                     "want_seen": sorted(set(np.asarray(want_seen).ravel().tolist())),
+                     "spec": spec(z), "gather": "all-gather" in hlo(jk.shard_add, xs, y)}
+    return res
+
+@scenario
+def lead():
+    # "..." after a dimension: y's batch (2) is not x's (8) though both have n = 4 rows first
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = np.arange(8, dtype=np.float32).reshape(4, 2) * 100
+    want = np.asarray(jk.shard_lead(x, y))
+    f = jax.jit(jk.shard_lead)
+    res = {}
+    for name, m, sp in [("d", mesh, P(None, "d")), ("a", mesh22, P(None, "a")),
+                        ("ab", mesh22, P("a", "b"))]:
+        res[name] = bool(np.allclose(f(put(x, m, sp), y), want))
+    xs = put(x, mesh, P(None, "d"))  # the same batch: stays split
+    z = f(xs, x)
+    res["same"] = {"ok": bool(np.allclose(z, np.asarray(jk.shard_lead(x, x)))), "spec": spec(z),
+                   "gather": "all-gather" in hlo(jk.shard_lead, xs, x)}
+    return res
 
 @scenario
 def custom_vjp():
@@ -233,10 +310,59 @@ def test_mut_parameter_stays_split(sc):
 
 
 def test_jit_of_vmap_custom_vjp_and_export_keep_working(sc):
-    assert get(sc, "jit_of_vmap")["ok"]
+    v = get(sc, "jit_of_vmap")
+    assert v["ok"] and v["seen"] == [8] * 8  # the vmapped rows stay split: 2 x 4 per call
     assert get(sc, "custom_vjp")["ok"]
     v = get(sc, "export")
     assert v["ok"] and v["plain"]  # exported as the plain FFI call (no Python callback)
+
+
+def test_vmap_of_a_jitted_sharded_call(sc):
+    """vmap(jit(f)) batches the jaxpr jit traced, a custom_partitioning call (which has no
+    batching rule of its own), jit(vmap(f)) binds it with batch tracers: values equal f on
+    each array; a kernel whose tensors all
+    start with "..." gets the whole batch in one call, still split (the vmapped axis is one
+    more batch dimension); any other runs once per element, as the plain call does."""
+    v = get(sc, "vmap_of_jit")
+    assert all(r["ok"] for r in v.values()), v
+    # (an eager vmap, "vmap", runs op by op: right, whole)
+    for how in ("vmap_jit", "jit_vmap", "jit_vmap_jit"):
+        # (2, 8, 4) split on the rows: each call 2 x 2 x 4 elements, nothing gathered
+        assert v[f"batch_split/{how}"]["seen"] == [16], v
+        assert v[f"batch_split/{how}"]["spec"] == [None, "d"], v
+        # the mapped axis split (4 arrays over 4 devices): each call one whole (8, 4) array
+        vs = v[f"batch_vsplit/{how}"]
+        assert vs["seen"] == [32] and vs["spec"] == ["d"], vs
+        assert v[f"batch_2x2/{how}"]["seen"] == [16] and v[f"batch_2x2/{how}"]["spec"] == ["a", "b"]
+        # shard_rows is not "..."-first: once per array, whole (the mapped axis gathered,
+        # which an Explicit mesh's lax.map needs)
+        assert v[f"rows_split/{how}"]["seen"] == [32] and v[f"rows_vsplit/{how}"]["seen"] == [32]
+    # an unmapped argument is broadcast to the batch: each call 2 x 2 x 4 of x and of y
+    assert v["unmapped"]["seen"] == [16016]
+    assert v["axis1"]["spec"] == [None, "d"]  # mapped on axis 1: the result's batch first
+
+
+def test_two_batches_split_only_where_they_are_the_same(sc):
+    """x: f32[..., n], y: f32[..., n] -> f32[..., n], x (8, 4) split on its rows: y's batch
+    equal to x's is split alike (each call 2 rows of each); y broadcasting (one row, or
+    none) leaves the declaration silent on how the kernel pairs the rows, so x is gathered
+    and every call sees both whole, as the unsharded call does. Values equal it always."""
+    v = get(sc, "broadcast")
+    for name in ("same_split", "same_whole", "same_other_axis"):
+        assert v[name]["ok"] and v[name]["seen"] == [8008], (name, v[name])
+        assert v[name]["spec"] == ["d"] and not v[name]["gather"], (name, v[name])
+    for name in ("one_row", "no_batch", "one_row_3d"):
+        assert v[name]["ok"] and v[name]["seen"] == v[name]["want_seen"] == [32004], (name, v)
+        assert v[name]["spec"] == [], (name, v[name])
+
+
+def test_a_batch_after_a_leading_dimension(sc):
+    """"x: f32[n, ...], y: f32[n, ...]": the batch is the dimensions after n; y's (2) is
+    not x's (8) though their first dimensions agree: gathered and right (it was split on
+    x's batch and y's alike, a wrong value, before), the same batch stays split."""
+    v = get(sc, "lead")
+    assert v["d"] and v["a"] and v["ab"], v
+    assert v["same"]["ok"] and v["same"]["spec"] == [None, "d"] and not v["same"]["gather"]
 
 
 def test_a_kernel_without_independent_dims_is_not_partitioned(sc):

@@ -62,6 +62,20 @@ def test_uneven_batch(report):
     assert report["seen_uneven"] == [18, 18, 18, 6]
 
 
+def test_two_batches_shard_only_where_they_are_the_same(report):
+    """x: f32[..., n], y: f32[..., n], x (8, 8) Shard(0): y (8, 8), whatever its placement,
+    is sharded like x (each call 2 rows of each); y of one row, or none, broadcasts: the
+    call is replicated (x gathered) and sees what the plain call sees. Values equal the
+    plain call's in every case (dtensor_tasks checks them)."""
+    v = report["seen_add"]
+    for name in ("same_shard", "same_replicated", "same_other_dim"):
+        assert v[name]["placements"] == ["Shard(dim=0)"], (name, v[name])
+        assert v[name]["seen"] == [16 * 1000 + 16], (name, v[name])
+    for name in ("one_row", "no_batch"):
+        assert v[name]["placements"] == ["Replicate()"], (name, v[name])
+        assert v[name]["seen"] == [v[name]["want_seen"]] == [64 * 1000 + 8], (name, v[name])
+
+
 def test_mut_parameter_that_cannot_keep_its_placement_is_refused(report):
     msg = report["mut_partial"]
     assert "shard_accum(): 'acc' is mut" in msg and "Partial" in msg, msg
