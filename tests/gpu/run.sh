@@ -24,7 +24,7 @@ cp python/dlx/*.py "$PKG/"
 cp include/dlx/*.h "$PKG/include/dlx/"
 # the core's files the addons compile, flat beside them as CMakeLists.txt ships them
 cp src/addons/torch/* src/addons/jax/* src/core/calls/dlx_invoke.h src/core/libraries/dlx_kernel_ref.[ch] \
-  "$PKG/addon/"
+  src/core/libraries/dlx_identifier.h "$PKG/addon/"
 nvcc -O2 -shared -Xcompiler -fPIC -Iinclude tests/gpu/stream_kernels.cu -o "$OUT/k/stream_kernels.so"
 nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude examples/saxpy_cuda.cu \
   -o "$OUT/k/saxpy_cuda.so"
