@@ -1,6 +1,6 @@
 """Which dimensions of a declared kernel may be split across devices (issue 32).
 
-The rule is derived in C from the declaration (dlx_derive_shard, src/core/dlx_derive.c):
+The rule is derived in C from the declaration (dlx_derive_shard, src/core/signatures/dlx_derive.c):
 a size symbol marked independent (`b*`) and the batch `...` (when every output keeps it)
 may be split, each device's call then computes its slice alone; every other dimension is
 replicated before the call. dlx.jax (a custom_partitioning rule) and dlx.torch (DTensor

@@ -2,7 +2,7 @@
 operator torch.ops.<namespace>.<name>, so that torch.compile, torch.export and autograd can
 hold it (interface.md, "Kernels inside torch.compile"; user guide docs/torch.md).
 
-- schema: derived in C from the declaration (kernel._schema, src/core/dlx_derive.c);
+- schema: derived in C from the declaration (kernel._schema, src/core/signatures/dlx_derive.c);
 - fake implementation: dlx._infer over the declaration (size symbols bound from the fake
   inputs' shapes, symbolic under dynamic shapes; a symbol only in results is a
   data-dependent size);

@@ -1,7 +1,8 @@
 /*
  * dlx_core.h - dlx's pure-C core: decisions and file-level facts, no Python.
- * Each concern lives in its own dlx_<concern>.c; everything here is unit-tested
- * from tests/c without an interpreter.
+ * Each concern lives in its own dlx_<concern>.c, in src/core's folders by concern
+ * (docs/development.md, "Layout"); this header declares the small ones, each section
+ * naming its file. Everything here is unit-tested from tests/c without an interpreter.
  */
 #ifndef DLX_CORE_H_
 #define DLX_CORE_H_
@@ -17,7 +18,7 @@
 __attribute__((format(printf, 3, 4))) int dlx_set_err(char *err, size_t errlen,
                                                       const char *fmt, ...);
 
-/* ---- dlx_layout.c: dtypes, strides, buffer formats ---------------------- */
+/* ---- calls/dlx_layout.c: dtypes, strides, buffer formats ---------------- */
 
 /* Bytes per element of `dtype` (bits * lanes rounded up), 0 for sub-byte or invalid. */
 int64_t dlx_dtype_itemsize(DLDataType dtype);
@@ -68,7 +69,7 @@ const char *dlx_device_type_name(int32_t device_type);
 int dlx_dtype_from_buffer_format(const char *format, int64_t itemsize, DLDataType *out,
                                  char *err, size_t errlen);
 
-/* ---- dlx_address.c: raw addresses from producers ------------------------- */
+/* ---- calls/dlx_address.c: raw addresses from producers ------------------- */
 
 /* 0 when `addr` could point at an object aligned to `align`; -1 with the reason in
  * `err` when it is 0, inside the first `page` bytes or misaligned. */
@@ -79,7 +80,7 @@ int dlx_address_plausible(uint64_t addr, uint64_t align, uint64_t page, char *er
  * cannot be told (no pipe). Never faults. */
 int dlx_address_readable(const void *p, size_t n);
 
-/* ---- dlx_elf.c: kernel discovery ---------------------------------------- */
+/* ---- libraries/dlx_elf.c: kernel discovery --------------------------------- */
 
 /* Calls `fn(ctx, name)` for each defined dynamic symbol of the ELF shared object at
  * `path` whose name starts with `prefix` (the prefix is not stripped). Returns the

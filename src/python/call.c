@@ -873,7 +873,7 @@ static PyObject *build_result(call_state *st) {
 }
 
 /* The call's stream when a __dlpack__ producer waits for it or an override is in force
- * (issue 13): gather the facts, let src/core/dlx_stream.c choose the source, ask it, then
+ * (issue 13): gather the facts, let src/core/calls/dlx_stream.c choose the source, ask it, then
  * export the waiting producers with that stream, each checked like any tensor. Calls whose
  * tensors all bring tables never come here. -1 with the exception set and prefixed. */
 __attribute__((noinline, cold)) static int finish_streams(call_state *st, PyObject *const *objs,

@@ -545,7 +545,7 @@ static PyTypeObject KernelType = {
     .tp_doc = "A kernel of a dlx.Library; call it with tensors and scalars.",
 };
 
-/* The kernel record behind symbol `sym`, or NULL when it is not one (src/core/dlx_discover.c,
+/* The kernel record behind symbol `sym`, or NULL when it is not one (src/core/libraries/dlx_discover.c,
  * shared with dlx_torch_register's discovery). */
 static const dlx_kernel_record *record_of(void *handle, const char *sym) {
   return dlx_record_of(handle, sym);

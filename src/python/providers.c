@@ -8,7 +8,7 @@
  * The callable is looked up once; the stream it returns is never cached (streams are
  * per thread and change inside `with torch.npu.stream(s):`).
  *
- * Which backend answers for a device type is data (src/core/dlx_backend.c's device
+ * Which backend answers for a device type is data (src/core/addon/dlx_backend.c's device
  * map), not code here: kDLExtDev means Ascend only while torch_npu is the active
  * backend, and a future kDLAscend is one more row there.
  *

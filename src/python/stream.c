@@ -11,7 +11,7 @@
  *              cupy.cuda.get_current_stream(device_id).ptr (CuPy before 13: no
  *              argument, the current device's), found through sys.modules only (a
  *              CuPy array exists, so CuPy is imported already: dlx never imports it).
- * The decision which source answers is src/core/dlx_stream.c; call.c drives it.
+ * The decision which source answers is src/core/calls/dlx_stream.c; call.c drives it.
  */
 #include "dlx_py.h"
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: schema and result rules derived from a kernel's declaration
- * (src/core/dlx_derive.c), whose text comes from a kernel library. An accepted signature
+ * (src/core/signatures/dlx_derive.c), whose text comes from a kernel library. An accepted signature
  * must derive or refuse with a reason, every derived position must name a tensor parameter
  * and a dimension it declares, and the schema must fit the buffer it reports. The real
  * results' check must agree with the derivation: given arguments that pass their check, a

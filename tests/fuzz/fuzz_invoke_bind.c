@@ -1,5 +1,5 @@
 /* libFuzzer target: a compiled call's attributes to a kernel's arguments
- * (dlx_invoke_bind, src/core/dlx_invoke.c). The attributes come from a traced program
+ * (dlx_invoke_bind, src/core/calls/dlx_invoke.c). The attributes come from a traced program
  * (an XLA FFI call frame): a signature, then attributes of any type, length and name, and
  * counts of inputs and aliased outputs. Binding either fails with a reason or fills every
  * parameter with an argument of its declared kind. */

@@ -1,4 +1,4 @@
-/* libFuzzer target: kernel signatures (src/core/dlx_sig.c), text from a kernel library.
+/* libFuzzer target: kernel signatures (src/core/signatures/dlx_sig.c), text from a kernel library.
  * Any input must parse or fail with a column inside the text; an accepted signature's
  * text (its str defaults) and canonical text must be strict UTF-8, as Python decodes them;
  * the canonical text must parse again to the same canonical text, and the per-call check

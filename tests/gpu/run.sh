@@ -15,12 +15,16 @@ mkdir -p "$PKG/include/dlx" "$PKG/addon" "$OUT/k"
 NUMPY_INC=$("$PY" -c 'import numpy; print(numpy.get_include())')
 PY_INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+CORE_INC=() CORE_SRC=()  # src/core and every folder under it (headers by bare name)
+for d in $(find src/core -type d | sort); do CORE_INC+=("-I$d"); CORE_SRC+=("$d"/*.c); done
 cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
-  -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION -I"$PY_INC" -I"$NUMPY_INC" -Iinclude -Isrc/core \
-  -Isrc/python src/python/*.c src/core/*.c -o "$PKG/_core$SUFFIX" -ldl
+  -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION -I"$PY_INC" -I"$NUMPY_INC" -Iinclude "${CORE_INC[@]}" \
+  -Isrc/python src/python/*.c "${CORE_SRC[@]}" -o "$PKG/_core$SUFFIX" -ldl -lpthread
 cp python/dlx/*.py "$PKG/"
 cp include/dlx/*.h "$PKG/include/dlx/"
-cp src/addons/torch/* src/addons/jax/* src/core/dlx_invoke.h "$PKG/addon/"
+# the core's files the addons compile, flat beside them as CMakeLists.txt ships them
+cp src/addons/torch/* src/addons/jax/* src/core/calls/dlx_invoke.h src/core/libraries/dlx_kernel_ref.[ch] \
+  src/core/libraries/dlx_identifier.h "$PKG/addon/"
 nvcc -O2 -shared -Xcompiler -fPIC -Iinclude tests/gpu/stream_kernels.cu -o "$OUT/k/stream_kernels.so"
 nvcc -O2 -shared -Xcompiler -fPIC,-fvisibility=hidden -Iinclude examples/saxpy_cuda.cu \
   -o "$OUT/k/saxpy_cuda.so"

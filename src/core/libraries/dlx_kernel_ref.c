@@ -3,18 +3,13 @@
  */
 #include "dlx_kernel_ref.h"
 
+#include "dlx_identifier.h"
+
 #include <stdio.h>
 #include <string.h>
 
 int dlx_kernel_ref_valid_name(const char *s, size_t len) {
-  if (!s || len == 0 || len > DLX_REF_NAME_MAX || (s[0] >= '0' && s[0] <= '9')) return 0;
-  for (size_t i = 0; i < len; ++i) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_'))
-      return 0;
-  }
-  return 1;
+  return dlx_is_identifier(s, len, DLX_REF_NAME_MAX);
 }
 
 static int is_digest(const char *s, int64_t len) {

@@ -2,6 +2,8 @@
  * registered (dlx_package_check.h). */
 #include "dlx_package_check.h"
 
+#include "dlx_identifier.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -9,17 +11,6 @@ int dlx_is_sha256_hex(const char *s, size_t len) {
   if (!s || len != 64) return 0;
   for (size_t i = 0; i < len; ++i)
     if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
-  return 1;
-}
-
-static int is_identifier(const char *s, size_t len) {
-  if (len == 0 || len > DLX_NS_MAX || (s[0] >= '0' && s[0] <= '9')) return 0;
-  for (size_t i = 0; i < len; ++i) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_'))
-      return 0;
-  }
   return 1;
 }
 
@@ -61,7 +52,7 @@ int dlx_package_check(const char *const *keys, const size_t *key_lens,
     size_t nslen = klen - plen;
     char a[72], b[72];
     shown(k, klen, a);
-    if (!is_identifier(ns, nslen)) {
+    if (!dlx_is_identifier(ns, nslen, DLX_NS_MAX)) {
       snprintf(err, errlen,
                "dlx: the package's metadata key '%s' does not name a namespace (an "
                "identifier after '" DLX_DIGEST_KEY_PREFIX "'): not a package dlx made",
