@@ -190,6 +190,7 @@ struct PolicyPeek : c10::TensorImpl {
   using c10::TensorImpl::numel_;
   using c10::TensorImpl::sizes_and_strides_;
   using c10::TensorImpl::storage_offset_;
+  using c10::TensorImpl::device_opt_;  // device() without its throwing check
 };
 
 // The vtable of a plain c10::TensorImpl, learnt from the first tensor typeid proves is
@@ -530,11 +531,63 @@ __attribute__((always_inline)) inline void ParityViewBody(void *py_object, DLTen
   DescribeView(tensor, out);
 }
 
-int ParityView(void *py_object, DLTensor *out) {
+// Everything ParityView does, under the guard: what its fast path leaves alone.
+__attribute__((noinline)) int ParityViewGuarded(void *py_object, DLTensor *out) {
   bool grad = false;
   const c10::TensorImpl *impl;
   int rc = GuardedPy([&] { ParityViewBody(py_object, out, &grad, &impl); });
   return C10_UNLIKELY(grad) && rc == 0 ? GradRefused() : rc;
+}
+
+// The last step of ParityView's fast path: the data pointer a kernel may write through.
+// StorageImpl's mutable access may throw (no mutable access, copy-on-write to materialize);
+// out of line, so that ParityView itself makes tail calls only and saves no register.
+__attribute__((noinline)) int ParityViewData(const c10::Storage &storage, int64_t offset,
+                                             void *py_object, DLTensor *out) {
+  bool ok = true;
+  try {
+    out->data = static_cast<char *>(StorageData(storage, 0)) + offset;
+  } catch (...) {
+    ok = false;  // the guarded path asks again, and reports it as torch words it
+  }
+  return C10_LIKELY(ok) ? 0 : ParityViewGuarded(py_object, out);
+}
+
+// DLTensorFromPyObject with the grad test, for an exact torch.Tensor without autograd
+// metadata that DescribeFast would take, read without anything that throws (each test
+// as DescribeFast's; LearnPlainImpl is the guarded path's); the rest: ParityViewGuarded.
+int ParityView(void *py_object, DLTensor *out) {
+  auto *obj = static_cast<PyObject *>(py_object);
+  if (C10_UNLIKELY(Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(THPVariableClass)))
+    return ParityViewGuarded(py_object, out);
+  const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  const LastDescribed &last = last_described;
+  constexpr auto kCustomStrides = PolicyPeek::SizesStridesPolicy::CustomStrides;
+  const auto &device = impl->*(&PolicyPeek::device_opt_);
+  if (C10_UNLIKELY(AutogradMetaOf(*impl) != nullptr || VtableOf(impl) != plain_impl_vtable ||
+                   (impl->*(&PolicyPeek::matches_policy))(kCustomStrides) ||
+                   impl->key_set().raw_repr() != last_ok_key_set || !device.has_value() ||
+                   *device != last.device || impl->dtype() != last.dtype ||
+                   !impl->unsafe_storage()))
+    return ParityViewGuarded(py_object, out);
+  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
+  const int64_t ndim = static_cast<int64_t>(dims.size());
+  const int64_t *sizes = dims.sizes_data();
+  const int64_t *strides = dims.strides_data();
+  const bool empty = impl->*(&PolicyPeek::numel_) == 0;
+  const int64_t offset = last.itemsize * (impl->*(&PolicyPeek::storage_offset_));
+  const c10::Storage &storage = impl->unsafe_storage();
+  out->device = last.dl_device;
+  out->ndim = static_cast<int32_t>(ndim);
+  out->dtype = last.dl_dtype;
+  out->shape = const_cast<int64_t *>(sizes);
+  out->strides = const_cast<int64_t *>(strides);
+  out->byte_offset = 0;
+  if (C10_UNLIKELY(empty)) {  // as TensorImpl::data(): an empty tensor has no data pointer
+    out->data = nullptr;
+    return 0;
+  }
+  return ParityViewData(storage, offset, py_object, out);
 }
 
 int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {
