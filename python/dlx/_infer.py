@@ -32,7 +32,7 @@ def bind(kernel, args, kwargs):
 
 def _arity_error(kernel, args, kwargs, e):
     """What a def with the kernel's parameters says (and so the eager call, src/python/
-    call.c's binding): Signature.bind knows the fault but words it without the name and
+    calls/call.c's binding): Signature.bind knows the fault but words it without the name and
     counts."""
     name = kernel.__name__
     params = list(kernel.__signature__.parameters.values())

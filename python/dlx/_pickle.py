@@ -10,7 +10,7 @@ headers under the sources' folders or the include_dirs): the receiving process f
 library in its cache or builds it there, under the cache's usual checks, after checking
 those files are unchanged. A kernel travels as its library and its name.
 
-The C types call reduce_library / reduce_kernel (src/python/library.c, `__reduce__`).
+The C types call reduce_library / reduce_kernel (src/python/libraries/library.c, `__reduce__`).
 Unpickling the same library again in a process is a dictionary lookup (and one stat).
 A pickle is input: one dlx did not write (a path to a FIFO, a device or a folder, a digest
 that is no digest, a list of files that is no list) is refused with ImportError naming the

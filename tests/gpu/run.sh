@@ -15,11 +15,11 @@ mkdir -p "$PKG/include/dlx" "$PKG/addon" "$OUT/k"
 NUMPY_INC=$("$PY" -c 'import numpy; print(numpy.get_include())')
 PY_INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-CORE_INC=() CORE_SRC=()  # src/core and every folder under it (headers by bare name)
-for d in $(find src/core -type d | sort); do CORE_INC+=("-I$d"); CORE_SRC+=("$d"/*.c); done
+DLX_INC=() DLX_SRC=()  # src/core, src/python and every folder under them (headers by bare name)
+for d in $(find src/core src/python -type d | sort); do DLX_INC+=("-I$d"); DLX_SRC+=("$d"/*.c); done
 cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -D_GNU_SOURCE \
-  -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION -I"$PY_INC" -I"$NUMPY_INC" -Iinclude "${CORE_INC[@]}" \
-  -Isrc/python src/python/*.c "${CORE_SRC[@]}" -o "$PKG/_core$SUFFIX" -ldl -lpthread
+  -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION -I"$PY_INC" -I"$NUMPY_INC" -Iinclude "${DLX_INC[@]}" \
+  "${DLX_SRC[@]}" -o "$PKG/_core$SUFFIX" -ldl -lpthread
 cp python/dlx/*.py "$PKG/"
 cp include/dlx/*.h "$PKG/include/dlx/"
 # the core's files the addons compile, flat beside them as CMakeLists.txt ships them

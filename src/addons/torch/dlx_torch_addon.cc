@@ -481,7 +481,7 @@ int dlx_torch::CurrentWorkStream(DLDeviceType device_type, int32_t device_id, vo
 
 namespace {
 
-// ---- parity: a direct call keeps torch's rules (src/python/torch_parity.c) --------------
+// ---- parity: a direct call keeps torch's rules (src/python/tables/torch_parity.c) -------
 //
 // dlx's call path uses the table through a checked copy whose exports are these: the
 // table's own, then a tensor that requires grad while grad mode is on is refused with

@@ -150,7 +150,7 @@ extern const dlx_invoke_api dlx_invoke_api_v1;
 /* ---- torch parity: what the torch addon gives the call path (dlx_torch_parity_hooks) -- */
 
 /* A torch tensor reaches a direct call as torch's own in-place operator would see it
- * (src/python/torch_parity.c): the exports refuse a tensor that requires grad while grad
+ * (src/python/tables/torch_parity.c): the exports refuse a tensor that requires grad while grad
  * mode is on, and the call path asks the rest. All with the GIL held; -1 with a Python
  * error set. A later version appends fields (check `size`). */
 typedef struct dlx_torch_parity {
