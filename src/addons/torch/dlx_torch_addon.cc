@@ -219,6 +219,23 @@ inline void *StorageData(const S &storage, long) {
   return storage.data();
 }
 
+// All of a fast-path tensor's DLTensor but its data pointer (DescribeFast, ParityView):
+// dims read, then written, so that no store makes the compiler read them again.
+__attribute__((always_inline)) inline void WriteDescribed(const c10::TensorImpl *impl,
+                                                          const LastDescribed &last,
+                                                          DLTensor *out) {
+  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
+  const int64_t ndim = static_cast<int64_t>(dims.size());
+  const int64_t *sizes = dims.sizes_data();
+  const int64_t *strides = dims.strides_data();
+  out->device = last.dl_device;
+  out->ndim = static_cast<int32_t>(ndim);
+  out->dtype = last.dl_dtype;
+  out->shape = const_cast<int64_t *>(sizes);
+  out->strides = const_cast<int64_t *>(strides);
+  out->byte_offset = 0;
+}
+
 __attribute__((always_inline)) inline bool DescribeFast(const c10::TensorImpl *impl,
                                                         DLTensor *out) {
   const LastDescribed &last = last_described;
@@ -233,22 +250,13 @@ __attribute__((always_inline)) inline bool DescribeFast(const c10::TensorImpl *i
   if (C10_UNLIKELY(!storage)) return false;  // data_ptr() raises for these: let it
   // Reads first, writes to *out last: the stores could alias the policy bits and would
   // make the compiler test them again for every accessor.
-  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
-  const int64_t ndim = static_cast<int64_t>(dims.size());
-  const int64_t *sizes = dims.sizes_data();
-  const int64_t *strides = dims.strides_data();
   void *data = nullptr;  // as TensorImpl::data(): an empty tensor has no data pointer
   if (C10_LIKELY(impl->*(&PolicyPeek::numel_) != 0)) {
     data = static_cast<char *>(StorageData(storage, 0)) +
            last.itemsize * (impl->*(&PolicyPeek::storage_offset_));
   }
   out->data = data;
-  out->device = last.dl_device;
-  out->ndim = static_cast<int32_t>(ndim);
-  out->dtype = last.dl_dtype;
-  out->shape = const_cast<int64_t *>(sizes);
-  out->strides = const_cast<int64_t *>(strides);
-  out->byte_offset = 0;
+  WriteDescribed(impl, last, out);
   return true;
 }
 
@@ -570,24 +578,13 @@ int ParityView(void *py_object, DLTensor *out) {
                    *device != last.device || impl->dtype() != last.dtype ||
                    !impl->unsafe_storage()))
     return ParityViewGuarded(py_object, out);
-  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
-  const int64_t ndim = static_cast<int64_t>(dims.size());
-  const int64_t *sizes = dims.sizes_data();
-  const int64_t *strides = dims.strides_data();
-  const bool empty = impl->*(&PolicyPeek::numel_) == 0;
-  const int64_t offset = last.itemsize * (impl->*(&PolicyPeek::storage_offset_));
-  const c10::Storage &storage = impl->unsafe_storage();
-  out->device = last.dl_device;
-  out->ndim = static_cast<int32_t>(ndim);
-  out->dtype = last.dl_dtype;
-  out->shape = const_cast<int64_t *>(sizes);
-  out->strides = const_cast<int64_t *>(strides);
-  out->byte_offset = 0;
-  if (C10_UNLIKELY(empty)) {  // as TensorImpl::data(): an empty tensor has no data pointer
+  WriteDescribed(impl, last, out);
+  if (C10_UNLIKELY(impl->*(&PolicyPeek::numel_) == 0)) {  // as TensorImpl::data(): an empty tensor has no data pointer
     out->data = nullptr;
     return 0;
   }
-  return ParityViewData(storage, offset, py_object, out);
+  return ParityViewData(impl->unsafe_storage(),
+                        last.itemsize * (impl->*(&PolicyPeek::storage_offset_)), py_object, out);
 }
 
 int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {
