@@ -561,30 +561,51 @@ __attribute__((noinline)) int ParityViewData(const c10::Storage &storage, int64_
   return C10_LIKELY(ok) ? 0 : ParityViewGuarded(py_object, out);
 }
 
-// DLTensorFromPyObject with the grad test, for an exact torch.Tensor without autograd
-// metadata that DescribeFast would take, read without anything that throws (each test
-// as DescribeFast's; LearnPlainImpl is the guarded path's); the rest: ParityViewGuarded.
-int ParityView(void *py_object, DLTensor *out) {
-  auto *obj = static_cast<PyObject *>(py_object);
-  if (C10_UNLIKELY(Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(THPVariableClass)))
-    return ParityViewGuarded(py_object, out);
-  const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+// ParityView past its grad test: a tensor DescribeFast would take, read without anything
+// that throws (each test as DescribeFast's; LearnPlainImpl is the guarded path's), ending
+// in tail calls only; anything else goes to ParityViewGuarded.
+__attribute__((always_inline)) inline int ViewUsual(const c10::TensorImpl *impl,
+                                                    void *py_object, DLTensor *out) {
   const LastDescribed &last = last_described;
   constexpr auto kCustomStrides = PolicyPeek::SizesStridesPolicy::CustomStrides;
   const auto &device = impl->*(&PolicyPeek::device_opt_);
-  if (C10_UNLIKELY(AutogradMetaOf(*impl) != nullptr || VtableOf(impl) != plain_impl_vtable ||
+  if (C10_UNLIKELY(VtableOf(impl) != plain_impl_vtable ||
                    (impl->*(&PolicyPeek::matches_policy))(kCustomStrides) ||
                    impl->key_set().raw_repr() != last_ok_key_set || !device.has_value() ||
                    *device != last.device || impl->dtype() != last.dtype ||
                    !impl->unsafe_storage()))
     return ParityViewGuarded(py_object, out);
   WriteDescribed(impl, last, out);
-  if (C10_UNLIKELY(impl->*(&PolicyPeek::numel_) == 0)) {  // as TensorImpl::data(): an empty tensor has no data pointer
-    out->data = nullptr;
+  if (C10_UNLIKELY(impl->*(&PolicyPeek::numel_) == 0)) {
+    out->data = nullptr;  // as TensorImpl::data(): an empty tensor has no data pointer
     return 0;
   }
   return ParityViewData(impl->unsafe_storage(),
                         last.itemsize * (impl->*(&PolicyPeek::storage_offset_)), py_object, out);
+}
+
+// A tensor with autograd metadata (every view has some: a slice, a transpose) that does not
+// require grad takes the same path; one that does, the guarded one (which refuses it under
+// grad mode). Out of line: ParityView itself keeps making tail calls only.
+__attribute__((noinline)) int ParityViewMeta(const c10::TensorImpl *impl, void *py_object,
+                                             DLTensor *out) {
+  bool grad = true;
+  try {
+    grad = AutogradMetaOf(*impl)->requires_grad();
+  } catch (...) {  // torch's own implementation throws nothing; another one: ask again there
+  }
+  return C10_UNLIKELY(grad) ? ParityViewGuarded(py_object, out) : ViewUsual(impl, py_object, out);
+}
+
+// DLTensorFromPyObject with the grad test (an exact torch.Tensor without autograd metadata
+// cannot require grad), for dlx's checked copy of the table.
+int ParityView(void *py_object, DLTensor *out) {
+  auto *obj = static_cast<PyObject *>(py_object);
+  if (C10_UNLIKELY(Py_TYPE(obj) != reinterpret_cast<PyTypeObject *>(THPVariableClass)))
+    return ParityViewGuarded(py_object, out);
+  const c10::TensorImpl *impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  if (C10_UNLIKELY(AutogradMetaOf(*impl) != nullptr)) return ParityViewMeta(impl, py_object, out);
+  return ViewUsual(impl, py_object, out);
 }
 
 int ParityManaged(void *py_object, DLManagedTensorVersioned **out) {

@@ -41,6 +41,16 @@ def test_a_tensor_requiring_grad_is_refused_at_any_position(libs, where):
 
 
 @pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_view_requiring_grad_is_refused_at_any_position(libs, where):
+    _, lib = libs
+    args = [ones()[::1], ones(6)[::2], ones().t()]  # views: autograd metadata, no grad
+    lib.raw(*args)
+    args[where] = torch.ones(6, requires_grad=True)[::2]
+    with pytest.raises(RuntimeError, match=r"raw\(\).*requires grad"):
+        lib.raw(*args)
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
 def test_a_negative_view_is_refused_at_any_position(libs, where):
     _, lib = libs
     args = [ones(), ones(), ones()]
