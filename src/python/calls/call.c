@@ -1346,7 +1346,7 @@ static inline vouched vouched_at_start(void) {
   return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
 }
 
-/* Argument i of the call's own-view type (vouched.own_type) into its slot: the view (for
+/* Argument i of the call's own-view type (st->own_type) into its slot: the view (for
  * a `mut` parameter, with its version counter), without the dims check. The flags of
  * dlx_convert_view (with_flags: a constant), or -1 as it. */
 static inline __attribute__((always_inline)) int own_view(call_state *st, int32_t i,
