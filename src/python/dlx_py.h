@@ -68,6 +68,10 @@ typedef struct dlx_type_info {
   int views_writable;
   /* ... and its parity hook's view of a `mut` tensor (dlx_torch_parity.view_mut), or NULL */
   int (*view_mut)(void *py_object, DLTensor *out, uint32_t **version);
+  /* ... and where it publishes the plain layout (dlx_torch_parity.plain), or NULL when it
+   * offers none; plain_known: which layout dlx knows it to be (dlx_plain_known), or 0 */
+  const dlx_torch_plain *const *plain;
+  int plain_known;
   PyObject *owner;              /* keeps the table's capsule (or int) alive */
 #if DLX_FREE_THREADED
   struct dlx_type_info *retired_next; /* the retired list's link (in the line's padding) */

@@ -58,6 +58,28 @@ DLX_KERNEL(info) {
   return dlx_return_int(call, v);
 }
 
+/* info_of(which, what, t0, t1, ...): info(t_which, what), the tensors taken as one call
+ * takes them (tests of where a tensor stands in a call). */
+DLX_KERNEL(info_of) {
+  int64_t which, what;
+  if (dlx_arg_int(call, 0, &which) || dlx_arg_int(call, 1, &what)) return -1;
+  if (which < 0 || which + 2 >= dlx_num_args(call))
+    return dlx_error(call, "IndexError", "info_of: no tensor %lld", (long long)which);
+  DLTensor *t;
+  if (dlx_arg_tensor(call, (int32_t)which + 2, &t)) return -1;
+  int64_t v;
+  if (what == 0) v = t->ndim;
+  else if (what == 1) v = t->dtype.code;
+  else if (what == 2) v = t->dtype.bits;
+  else if (what == 3) v = (int64_t)t->byte_offset;
+  else if (what == 4) v = t->device.device_type;
+  else if (what >= 10 && what < 10 + t->ndim) v = t->shape[what - 10];
+  else if (what >= 20 && what < 20 + t->ndim) v = t->strides[what - 20];
+  else if (what == 30) v = (int64_t)(intptr_t)t->data;
+  else return dlx_error(call, "ValueError", "info_of: unknown query %lld", (long long)what);
+  return dlx_return_int(call, v);
+}
+
 /* Visit every element of a strided tensor in row-major order. */
 typedef void (*visit_fn)(char *elem, void *ctx);
 static void each(DLTensor *t, visit_fn fn, void *ctx) {
@@ -122,6 +144,21 @@ DLX_KERNEL(fill) {
   if (dlx_arg_tensor(call, 0, &t) || dlx_arg_float(call, 1, &v)) return -1;
   if (dlx_arg_is_readonly(call, 0)) return dlx_error(call, "ValueError", "fill: read-only tensor");
   if (!supported(t)) return dlx_error(call, "TypeError", "fill: unsupported dtype");
+  num_ctx c = {t->dtype, 0, v};
+  each(t, set_to, &c);
+  return 0;
+}
+
+/* fill_at(which, value, t0, t1, ...): fill(t_which, value), the others only converted. */
+DLX_KERNEL(fill_at) {
+  int64_t which;
+  double v;
+  if (dlx_arg_int(call, 0, &which) || dlx_arg_float(call, 1, &v)) return -1;
+  if (which < 0 || which + 2 >= dlx_num_args(call))
+    return dlx_error(call, "IndexError", "fill_at: no tensor %lld", (long long)which);
+  DLTensor *t;
+  if (dlx_arg_tensor(call, (int32_t)which + 2, &t)) return -1;
+  if (!supported(t)) return dlx_error(call, "TypeError", "fill_at: unsupported dtype");
   num_ctx c = {t->dtype, 0, v};
   each(t, set_to, &c);
   return 0;

@@ -48,8 +48,14 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #endif
 
+#if __has_include(<c10/core/impl/COW.h>)  // copy-on-write storages (the plain layout's probe)
+#include <c10/core/impl/COW.h>
+#endif
+
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <new>
 #include <type_traits>
 #include <typeinfo>
@@ -133,6 +139,9 @@ struct LastDescribed {
   int64_t itemsize = sizeof(float);  // of dtype: the fast path skips the TypeMeta lookup
 } last_described;
 
+// A kind of plain tensor just checked, for dlx's loop to describe in line (the plain layout).
+void PublishPlain(const c10::TensorImpl *impl) noexcept;
+
 // The cold parts of DescribeTensor: a key set not seen yet, another device or dtype.
 __attribute__((noinline, cold)) void DescribeNew(const at::Tensor &tensor, uint64_t keys) {
   if (!KnownExportable(keys)) {
@@ -152,6 +161,7 @@ __attribute__((noinline, cold)) void DescribeNew(const at::Tensor &tensor, uint6
     last.itemsize = static_cast<int64_t>(dtype.itemsize());
     last.dtype = dtype;
   }
+  PublishPlain(tensor.unsafeGetTensorImpl());
 }
 
 // Everything but shape and strides (whose owner differs between the view and the
@@ -191,6 +201,11 @@ struct PolicyPeek : c10::TensorImpl {
   using c10::TensorImpl::sizes_and_strides_;
   using c10::TensorImpl::storage_offset_;
   using c10::TensorImpl::device_opt_;  // device() without its throwing check
+  // Where the plain layout finds dtype, key set and storage (LearnPlainLayout).
+  using c10::TensorImpl::data_type_;
+  using c10::TensorImpl::key_set_;
+  using c10::TensorImpl::storage_;
+  using c10::TensorImpl::version_counter_;
 };
 
 // The vtable of a plain c10::TensorImpl, learnt from the first tensor typeid proves is
@@ -689,11 +704,13 @@ uint32_t *CounterAddress(Counter *counter) {
   return counter ? reinterpret_cast<uint32_t *>(&counter->version_) : nullptr;
 }
 uint32_t *VersionAddress(const c10::VariableVersion &v);
+const void *CounterOf(const c10::VariableVersion &v);  // the counter itself (plain layout)
 template <typename M, M Member>
 struct VersionAccess {
   friend uint32_t *VersionAddress(const c10::VariableVersion &v) {
     return CounterAddress((v.*Member).get());
   }
+  friend const void *CounterOf(const c10::VariableVersion &v) { return (v.*Member).get(); }
 };
 template struct VersionAccess<decltype(&c10::VariableVersion::version_counter_),
                               &c10::VariableVersion::version_counter_>;
@@ -713,6 +730,303 @@ int ParityViewMut(void *py_object, DLTensor *out, uint32_t **version) {
   return 0;
 }
 
+// ---- the plain layout: dlx's loop describes a plain tensor itself ----------------------
+//
+// ParityView costs a call per tensor, and tests again what dlx's loop already knows. The
+// plain layout (dlx_torch_plain, read by dlx_plain_view.h) says where the loop finds what
+// ViewUsual reads, so that it reads it in line. Each offset is taken from this torch's own
+// accessors on probe tensors when the hooks are handed over, and checked there against
+// what the accessors return; if one does not check out, no layout is offered and every
+// tensor takes ParityView. The policy and storage checks are bits no accessor addresses:
+// they are found as the bits torch's own setters flip on a probe, and the storage's are
+// checked to catch every way torch arms them (a refusal, a warning, copy-on-write).
+
+dlx_torch_plain plain_layout{};      // offsets and masks, once offered; kinds unused
+uint64_t plain_policy_mask = 0;      // the size/device/layout policy bits of the word
+uint64_t plain_policy_bits = 0;      // their value on a plain tensor
+bool plain_offered = false;          // set once, before the hooks are handed over
+std::atomic<const dlx_torch_plain *> plain_current{nullptr};
+static_assert(std::atomic<const dlx_torch_plain *>::is_always_lock_free &&
+                  sizeof(std::atomic<const dlx_torch_plain *>) == sizeof(void *),
+              "dlx reads the published pointer as a plain pointer, with acquire order");
+std::mutex plain_mutex;              // publishing (cold), without a GIL too
+int plain_published = 0;             // layouts published; each is kept for the process
+constexpr int kPlainMaxPublished = 1024;  // past this, the last stays (a program cycling
+                                          // through more kinds takes ParityView for some)
+
+inline uint64_t Load64(const void *base, int32_t at) {
+  uint64_t v;
+  std::memcpy(&v, static_cast<const char *>(base) + at, sizeof v);
+  return v;
+}
+inline const void *LoadPtr(const void *base, int32_t at) {
+  const void *p;
+  std::memcpy(&p, static_cast<const char *>(base) + at, sizeof p);
+  return p;
+}
+inline int32_t OffsetIn(const void *base, const void *field) {
+  return static_cast<int32_t>(static_cast<const char *>(field) -
+                              static_cast<const char *>(base));
+}
+
+// The bits `change` flips in the `size` bytes at `object`, added to the mask over the 8
+// bytes at *at (-1: from the first flipped byte on); false if one lies outside them.
+template <typename F>
+bool FlippedBits(const void *object, size_t size, int32_t *at, unsigned char mask[8],
+                 F &&change) {
+  const auto *bytes = static_cast<const unsigned char *>(object);
+  std::vector<unsigned char> before(bytes, bytes + size);
+  change();
+  for (size_t i = 0; i < size; ++i) {
+    const unsigned flipped = before[i] ^ bytes[i];
+    if (flipped == 0) continue;
+    if (*at < 0) *at = static_cast<int32_t>(i);
+    const int64_t k = static_cast<int64_t>(i) - *at;
+    if (k < 0 || k >= 8) return false;
+    mask[k] |= static_cast<unsigned char>(flipped);
+  }
+  return true;
+}
+
+inline uint64_t MaskOf(const unsigned char bytes[8]) {
+  uint64_t m;
+  std::memcpy(&m, bytes, sizeof m);  // in the byte order dlx's load sees
+  return m;
+}
+
+// Setters a torch may lack (detected: each is public where it exists).
+template <typename T, typename = void>
+struct HasCustomDevice : std::false_type {};
+template <typename T>
+struct HasCustomDevice<T, decltype(std::declval<T &>().set_custom_device(true))>
+    : std::true_type {};
+template <typename T, typename = void>
+struct HasCustomLayout : std::false_type {};
+template <typename T>
+struct HasCustomLayout<T, decltype(std::declval<T &>().set_custom_layout(true))>
+    : std::true_type {};
+template <typename T, typename = void>
+struct HasPythonCustomLayout : std::false_type {};
+template <typename T>
+struct HasPythonCustomLayout<T, decltype(std::declval<T &>().set_python_custom_layout(true))>
+    : std::true_type {};
+template <typename S, typename = void>
+struct HasMutableData : std::false_type {};
+template <typename S>
+struct HasMutableData<S, decltype(void(std::declval<const S &>().mutable_data()))>
+    : std::true_type {};
+template <typename S, typename = void>
+struct HasMutableChecks : std::false_type {};
+template <typename S>
+struct HasMutableChecks<S, decltype(std::declval<S &>().set_throw_on_mutable_data_ptr())>
+    : std::true_type {};
+
+// Each setter that moves a TensorImpl off ViewUsual's policies, on a fresh probe.
+template <typename Impl = c10::TensorImpl>
+bool PolicyBits(int32_t word_at, unsigned char mask[8]) {
+  using Policy = PolicyPeek::SizesStridesPolicy;
+  auto flips = [&](auto &&set) {
+    at::Tensor probe = at::empty({1}, at::kFloat);
+    Impl *impl = probe.unsafeGetTensorImpl();
+    int32_t at = word_at;
+    return FlippedBits(impl, sizeof(c10::TensorImpl), &at, mask, [&] { set(impl); });
+  };
+  bool ok = true;
+  for (Policy policy : {Policy::CustomStrides, Policy::CustomSizes}) {
+    ok = ok && flips([&](Impl *impl) { impl->set_custom_sizes_strides(policy); });
+    ok = ok && flips([&](Impl *impl) { impl->set_python_custom_sizes_strides(policy); });
+  }
+  ok = ok && flips([](Impl *impl) { impl->set_python_custom_device(true); });
+  if constexpr (HasCustomDevice<Impl>::value)
+    ok = ok && flips([](Impl *impl) { impl->set_custom_device(true); });
+  if constexpr (HasCustomLayout<Impl>::value)
+    ok = ok && flips([](Impl *impl) { impl->set_custom_layout(true); });
+  if constexpr (HasPythonCustomLayout<Impl>::value)
+    ok = ok && flips([](Impl *impl) { impl->set_python_custom_layout(true); });
+  return ok;
+}
+
+// The storage's checks on mutable access: the bits set_throw_on_mutable_data_ptr flips,
+// which must also catch a warning and copy-on-write. False where they cannot be found.
+template <typename S = c10::StorageImpl>
+bool StorageChecks(dlx_torch_plain *L) {
+  if constexpr (!HasMutableData<c10::Storage>::value) {
+    L->at.checks_at = 0;  // data() is a plain read: nothing to test
+    L->checks_mask = 0;
+    return true;
+  } else if constexpr (!HasMutableChecks<S>::value) {
+    return false;  // mutable access checks something this torch gives no setter for
+  } else {
+    unsigned char mask[8] = {};
+    int32_t at = -1;
+    at::Tensor probe = at::empty({1}, at::kFloat);
+    S *storage = probe.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    if (!FlippedBits(storage, sizeof(S), &at, mask, [&] { storage->set_throw_on_mutable_data_ptr(); }) ||
+        at < 0)
+      return false;
+    L->at.checks_at = at;
+    L->checks_mask = MaskOf(mask);
+    at::Tensor warned = at::empty({1}, at::kFloat);
+    S *w = warned.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    w->set_warn_deprecated_on_mutable_data_ptr();
+    if ((Load64(w, at) & L->checks_mask) == 0) return false;
+#if __has_include(<c10/core/impl/COW.h>)
+    at::Tensor shared = at::empty({1}, at::kFloat);
+    S *original = shared.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    c10::intrusive_ptr<S> copy = c10::impl::cow::lazy_clone_storage(*original);
+    if (!copy || (Load64(copy.get(), at) & L->checks_mask) == 0 ||
+        (Load64(original, at) & L->checks_mask) == 0)
+      return false;
+#endif
+    return true;
+  }
+}
+
+// The offsets of the plain layout, each checked on probes; false: not offered.
+bool LearnPlainLayout(dlx_torch_plain *L) {
+  at::Tensor t = at::empty({2, 3, 4}, at::kFloat);
+  const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
+  if (!LearnPlainImpl(impl) && VtableOf(impl) != plain_impl_vtable) return false;
+  L->type = THPVariableClass;
+  L->vtable = plain_impl_vtable;
+
+  PyObject *obj = THPVariable_Wrap(t);  // the Python object's TensorImpl pointer
+  if (obj == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  L->at.impl_at = OffsetIn(obj, &THPVariable_Unpack(obj));
+  const bool wrapped = LoadPtr(obj, L->at.impl_at) == impl;
+  Py_DECREF(obj);
+  if (!wrapped) return false;
+
+  static_assert(sizeof(AutogradMetaPtr) == sizeof(void *), "read as one pointer");
+  L->at.meta_at = OffsetIn(impl, &AutogradMetaOf(*impl));
+  at::Tensor grad = at::empty({1}, at::kFloat);
+  grad.set_requires_grad(true);
+  const c10::TensorImpl *gi = grad.unsafeGetTensorImpl();
+  if (LoadPtr(impl, L->at.meta_at) != nullptr || LoadPtr(gi, L->at.meta_at) == nullptr ||
+      LoadPtr(gi, L->at.meta_at) != AutogradMetaOf(*gi).get())
+    return false;
+
+  // The word: dtype and device, and the policy bits beside them.
+  L->at.word_at = OffsetIn(impl, &(impl->*(&PolicyPeek::data_type_)));
+  const int32_t device_at = OffsetIn(impl, &(impl->*(&PolicyPeek::device_opt_)));
+  constexpr int32_t kDtype = sizeof(caffe2::TypeMeta), kDevice = sizeof(PolicyPeek::device_opt_);
+  if (device_at < L->at.word_at + kDtype || device_at + kDevice > L->at.word_at + 8) return false;
+  unsigned char word[8] = {}, policy[8] = {};
+  for (int32_t i = 0; i < kDtype; ++i) word[i] = 0xff;
+  for (int32_t i = 0; i < kDevice; ++i) word[device_at - L->at.word_at + i] = 0xff;
+  if (!PolicyBits(L->at.word_at, policy)) return false;
+  for (int i = 0; i < 8; ++i) {
+    if (word[i] & policy[i]) return false;  // a policy bit inside dtype or device
+    word[i] |= policy[i];
+  }
+  L->word_mask = MaskOf(word);
+  plain_policy_mask = MaskOf(policy);
+  plain_policy_bits = Load64(impl, L->at.word_at) & plain_policy_mask;
+
+  L->at.keys_at = OffsetIn(impl, &(impl->*(&PolicyPeek::key_set_)));
+  if (Load64(impl, L->at.keys_at) != impl->key_set().raw_repr()) return false;
+  L->at.storage_at = OffsetIn(impl, &(impl->*(&PolicyPeek::storage_)));
+  const c10::StorageImpl *storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  if (LoadPtr(impl, L->at.storage_at) != storage) return false;
+  L->at.numel_at = OffsetIn(impl, &(impl->*(&PolicyPeek::numel_)));
+  L->at.offset_at = OffsetIn(impl, &(impl->*(&PolicyPeek::storage_offset_)));
+  at::Tensor narrow = t.narrow(2, 1, 2);  // 12 elements from element 1
+  const c10::TensorImpl *ni = narrow.unsafeGetTensorImpl();
+  if (Load64(impl, L->at.numel_at) != 24 || Load64(impl, L->at.offset_at) != 0 ||
+      Load64(ni, L->at.numel_at) != 12 || Load64(ni, L->at.offset_at) != 1)
+    return false;
+
+  // Dims: the count, and the two arrays a TensorImpl holds itself up to max_ndim.
+  const auto &dims = impl->*(&PolicyPeek::sizes_and_strides_);
+  const int32_t dims_at = OffsetIn(impl, &dims);
+  L->at.sizes_at = OffsetIn(impl, dims.sizes_data());
+  L->at.strides_at = OffsetIn(impl, dims.strides_data());
+  L->at.ndim_at = -1;
+  for (int32_t at = dims_at; at + 8 <= dims_at + int32_t(sizeof dims); at += 8) {
+    bool counts = true;
+    for (int64_t n = 0; n <= 8 && counts; ++n) {
+      at::Tensor probe = at::empty(std::vector<int64_t>(n, 1), at::kFloat);
+      counts = Load64(probe.unsafeGetTensorImpl(), at) == uint64_t(n);
+    }
+    if (counts) {
+      L->at.ndim_at = at;
+      break;
+    }
+  }
+  if (L->at.ndim_at < 0) return false;
+  L->at.max_ndim = -1;
+  for (int64_t n = 0; n <= 8; ++n) {
+    std::vector<int64_t> shape(n);
+    for (int64_t i = 0; i < n; ++i) shape[i] = i + 2;
+    at::Tensor probe = at::empty(shape, at::kFloat);
+    const c10::TensorImpl *pi = probe.unsafeGetTensorImpl();
+    const auto &pd = pi->*(&PolicyPeek::sizes_and_strides_);
+    const bool inside = OffsetIn(pi, pd.sizes_data()) == L->at.sizes_at &&
+                        OffsetIn(pi, pd.strides_data()) == L->at.strides_at;
+    if (inside != (L->at.max_ndim == n - 1)) break;  // held inside up to some n, then never
+    if (!inside) continue;
+    for (int64_t i = 0; i < n; ++i)
+      if (Load64(pi, L->at.sizes_at + 8 * int32_t(i)) != uint64_t(probe.size(i)) ||
+          Load64(pi, L->at.strides_at + 8 * int32_t(i)) != uint64_t(probe.stride(i)))
+        return false;
+    L->at.max_ndim = int32_t(n);
+  }
+  if (L->at.max_ndim < 1) return false;
+
+  // The version counter: its pointer in the TensorImpl, the count in it; a bump moves it.
+  at::Tensor bumped = at::empty({1}, at::kFloat);
+  c10::TensorImpl *bi = bumped.unsafeGetTensorImpl();
+  const c10::VariableVersion &version = bi->*(&PolicyPeek::version_counter_);
+  const void *counter = CounterOf(version);
+  uint32_t *count = VersionAddress(version);
+  L->at.version_at = OffsetIn(bi, &version);
+  if (counter == nullptr || count == nullptr || LoadPtr(bi, L->at.version_at) != counter)
+    return false;
+  L->at.counter_at = OffsetIn(counter, count);
+  const uint32_t before = *count;
+  bi->bump_version();
+  if (*count != before + 1 || version.current_version() != before + 1) return false;
+
+  L->at.data_at = OffsetIn(storage, &storage->data_ptr());
+  if (LoadPtr(storage, L->at.data_at) != StorageData(impl->unsafe_storage(), 0)) return false;
+  return StorageChecks(L);
+}
+
+void PublishPlain(const c10::TensorImpl *impl) noexcept {
+  if (!plain_offered) return;
+  try {
+    if (VtableOf(impl) != plain_impl_vtable) return;
+    const uint64_t word = Load64(impl, plain_layout.at.word_at);
+    if ((word & plain_policy_mask) != plain_policy_bits) return;
+    dlx_torch_plain_kind kind{};
+    kind.word = word & plain_layout.word_mask;
+    kind.keys = impl->key_set().raw_repr();
+    kind.device = ToDLDevice(impl->device());
+    kind.dtype = ToDLDataType(c10::typeMetaToScalarType(impl->dtype()));
+    kind.itemsize = static_cast<int64_t>(impl->dtype().itemsize());
+    kind.bumps = SurelyNotInference(impl);  // exact for the key set, which the kind pins
+    auto same = [&](const dlx_torch_plain_kind &k) {
+      return k.word == kind.word && k.keys == kind.keys;  // word and keys decide the rest
+    };
+    std::lock_guard<std::mutex> lock(plain_mutex);
+    const dlx_torch_plain *current = plain_current.load(std::memory_order_relaxed);
+    if (current != nullptr && same(current->kinds[0])) return;
+    if (plain_published >= kPlainMaxPublished) return;
+    auto *next = new dlx_torch_plain(plain_layout);
+    next->kinds[0] = kind;
+    next->nkinds = 1;
+    for (int32_t k = 0; current != nullptr && k < current->nkinds &&
+                        next->nkinds < DLX_TORCH_PLAIN_KINDS; ++k)
+      if (!same(current->kinds[k])) next->kinds[next->nkinds++] = current->kinds[k];
+    ++plain_published;
+    plain_current.store(next, std::memory_order_release);  // `current` stays readable
+  } catch (...) {  // a device or dtype DLPack cannot name: that kind is not published
+  }
+}
+
 const dlx_torch_parity kParity = {
     /*size=*/sizeof(dlx_torch_parity),
     /*view=*/ParityView,
@@ -721,6 +1035,7 @@ const dlx_torch_parity kParity = {
     /*writable=*/ParityWritable,
     /*bump=*/ParityBump,
     /*view_mut=*/ParityViewMut,
+    /*plain=*/reinterpret_cast<const dlx_torch_plain *const *>(&plain_current),
 };
 
 const DLPackExchangeAPI kExchangeApi = {
@@ -746,5 +1061,19 @@ DLX_ADDON_EXPORT const char *dlx_addon_identity(void) { return DLX_ADDON_IDENTIT
 // class a checked export raises (dlx keeps it alive for the process).
 DLX_ADDON_EXPORT const dlx_torch_parity *dlx_torch_parity_hooks(PyObject *operator_path) {
   g_operator_path = operator_path;
+  if (!plain_offered) {  // once: the hooks are asked for once per process, with the GIL
+    try {
+      dlx_torch_plain layout{};
+      if (LearnPlainLayout(&layout)) {
+        plain_layout = layout;
+        auto *first = new dlx_torch_plain(layout);  // no kind yet: offsets, for dlx to read
+        first->nkinds = 0;
+        first->kinds[0].keys = ~uint64_t{0};  // a key set no tensor has
+        plain_current.store(first, std::memory_order_release);
+        plain_offered = true;
+      }
+    } catch (...) {  // a probe torch refused: not offered
+    }
+  }
   return &kParity;
 }

@@ -166,7 +166,61 @@ typedef struct dlx_torch_parity {
    * then increments itself after the kernel, atomically, as `bump` would; NULL: the
    * caller asks `writable` and `bump`. */
   int (*view_mut)(void *py_object, DLTensor *out, uint32_t **version);
+  /* Where the call path finds how the addon's torch lays out a plain tensor, so that it
+   * describes one in line, without calling `view` (dlx_plain_view.h); *plain is NULL when
+   * no layout is offered, and is published with release order, read with acquire. */
+  const struct dlx_torch_plain *const *plain;
 } dlx_torch_parity;
+
+/* The dtype, device and key set of plain tensors the addon has checked, each as a kind. */
+typedef struct dlx_torch_plain_kind {
+  uint64_t word;    /* the bits word_mask selects: this dtype and device, default policies */
+  uint64_t keys;    /* the dispatch key set: one that passed every export check */
+  DLDevice device;  /* what the dtype and device describe as */
+  DLDataType dtype;
+  int32_t bumps;    /* 1: torch lets an in-place operation write such a tensor (no
+                     * inference tensor), and bumps its version counter when one does */
+  int64_t itemsize; /* the dtype's size in bytes */
+} dlx_torch_plain_kind;
+
+#define DLX_TORCH_PLAIN_KINDS 4
+
+/* Where a plain tensor's fields lie, in bytes: the same for every layout one addon
+ * publishes. */
+typedef struct dlx_torch_plain_at {
+  int32_t impl_at;      /* Python object: the TensorImpl pointer */
+  int32_t meta_at;      /* TensorImpl: the autograd metadata pointer (NULL: no grad) */
+  int32_t word_at;      /* TensorImpl: the 8 bytes of word_mask */
+  int32_t keys_at;      /* TensorImpl: the dispatch key set (uint64) */
+  int32_t storage_at;   /* TensorImpl: the StorageImpl pointer (NULL: no storage) */
+  int32_t numel_at;     /* TensorImpl: the element count (int64) */
+  int32_t offset_at;    /* TensorImpl: the storage offset, in elements (int64) */
+  int32_t ndim_at;      /* TensorImpl: the number of dimensions (int64) */
+  int32_t sizes_at;     /* TensorImpl: the shape, when ndim <= max_ndim (int64[]) */
+  int32_t strides_at;   /* TensorImpl: the strides, likewise (int64[]) */
+  int32_t max_ndim;     /* dimensions the TensorImpl holds itself */
+  int32_t data_at;      /* StorageImpl: the data pointer */
+  int32_t checks_at;    /* StorageImpl: the 8 bytes of checks_mask */
+  int32_t version_at;   /* TensorImpl: its version counter's pointer (NULL: none) */
+  int32_t counter_at;   /* version counter: the count (torch's std::atomic<uint32_t>) */
+} dlx_torch_plain_at;
+
+/* A plain torch tensor, laid out as the addon's torch lays it out, with the kinds of tensor
+ * the addon checked last. The addon derives every offset from its torch's own accessors and
+ * checks each on probe tensors before it offers any; a published struct is never written
+ * again (a new one replaces it). The first, published with the hooks, has no kind yet
+ * (nkinds 0, and kinds[0] holds a key set no tensor has). A tensor is described in line
+ * only when every test holds; any other goes through `view`, which refuses or describes it. */
+typedef struct dlx_torch_plain {
+  const void *type;     /* the tensor's exact Python type (torch.Tensor) */
+  const void *vtable;   /* a TensorImpl's first word when it is no subclass of TensorImpl */
+  uint64_t word_mask;   /* the bits of the 8 bytes at word_at that must equal a kind's word */
+  uint64_t checks_mask; /* the bits of the 8 bytes at checks_at that must be clear: the
+                         * storage's checks on mutable access (copy-on-write, refusals) */
+  dlx_torch_plain_at at;
+  int32_t nkinds;       /* kinds[] in use, up to DLX_TORCH_PLAIN_KINDS, the newest first */
+  dlx_torch_plain_kind kinds[DLX_TORCH_PLAIN_KINDS];
+} dlx_torch_plain;
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,7 @@
 #include "dlx_core.h"
 #include "dlx_derive.h"
 #include "dlx_numpy.h"
+#include "dlx_plain_view.h"
 #include "dlx_stream.h"
 #include "dlx_suggest.h"
 
@@ -62,6 +63,8 @@ typedef struct call_state {
   PyTypeObject *own_type;
   const DLPackExchangeAPI *own_api;                    /* read once own_type is set */
   int (*own_view_mut)(void *, DLTensor *, uint32_t **); /* the entry's view_mut, likewise */
+  const dlx_torch_plain *own_plain; /* its plain layout for this call (NULL: not offered) */
+  int own_known;                    /* ... and which layout it is (dlx_plain_known) */
   PyObject *const *objs;              /* the arguments, in argv's order (arg_readonly) */
   int32_t max_results;
   /* nogil: an exception a service raised, on whichever thread called it, carried to the
@@ -1346,7 +1349,8 @@ static inline vouched vouched_at_start(void) {
   return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
 }
 
-/* Argument i of the call's own-view type (st->own_type) into its slot: the view (for
+/* Argument i of the call's own-view type (st->own_type) into its slot: described in line
+ * from the plain layout when it is a plain tensor (dlx_plain_view.h), else the view (for
  * a `mut` parameter, with its version counter), without the dims check. The flags of
  * dlx_convert_view (with_flags: a constant), or -1 as it. */
 static inline __attribute__((always_inline)) int own_view(call_state *st, int32_t i,
@@ -1359,6 +1363,12 @@ static inline __attribute__((always_inline)) int own_view(call_state *st, int32_
   a->kind = DLX_ARG_TENSOR; /* also when it fails: the caller then releases the slot */
   a->readonly = 0;
   a->value.tensor = &slot->view;
+  const dlx_torch_plain *plain = st->own_plain;
+  if (plain && dlx_plain_view_known(st->own_known, plain, obj, &slot->view,
+                                    mut ? &slot->version : NULL)) {
+    if (mut) st->versions |= 1ull << i;
+    return with_flags ? DLX_CONVERT_TORCH : 0; /* described in line, as the view would */
+  }
   int failed;
   if (mut && st->own_view_mut) {
     failed = st->own_view_mut(obj, &slot->view, &slot->version);
@@ -1379,6 +1389,11 @@ static inline __attribute__((always_inline)) int own_vouched(call_state *st, int
   st->own_type = tp;
   st->own_api = info->api;
   st->own_view_mut = info->view_mut;
+  /* the layout published now, read once: a later one does not undo this one */
+  const dlx_torch_plain *plain =
+      info->plain ? __atomic_load_n(info->plain, __ATOMIC_ACQUIRE) : NULL;
+  st->own_plain = plain && plain->type == (const void *)tp ? plain : NULL;
+  st->own_known = info->plain_known;
   return own_view(st, i, obj, with_flags, mut);
 }
 
@@ -1418,12 +1433,74 @@ static __attribute__((noinline, cold)) const dlx_type_info *mut_type_miss(PyType
   return info;
 }
 
-/* Kernels without a signature: positional arguments, each converted by what it is. */
-static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
-                               int32_t nargs) {
+/* The unsigned loop from argument i on, every kind of argument: table views (the torch
+ * addon's plain tensors in line) among them. Arguments before i are host memory or
+ * scalars. In line in its two callers below. */
+static inline __attribute__((always_inline)) PyObject *unsigned_loop(
+    call_state *st, const dlx_kernel_info *k, PyObject *const *args, int32_t nargs, int32_t i,
+    vouched np) {
+  int32_t device_arg = -1;
+  for (; i < nargs; ++i) {
+    PyObject *obj = args[i];
+    PyTypeObject *tp = Py_TYPE(obj);
+    dlx_arg *a = &st->argv[i];
+    if (__builtin_expect(numpy_in_line(st, i, obj, tp, &np), 1)) continue; /* host memory */
+    if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
+      a->kind = DLX_ARG_INT;
+      a->readonly = 0;
+      continue;
+    }
+    if (tp == &PyFloat_Type) {
+      a->kind = DLX_ARG_FLOAT;
+      a->readonly = 0;
+      a->value.f = PyFloat_AS_DOUBLE(obj);
+      continue;
+    }
+    int rc = convert_rest(st, i, obj, tp, &np, 0); /* no parity work: no flags */
+    if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
+    if (__builtin_expect(rc != 0, 0)) {
+      if (rc < 0) {
+        convert_failed(st, i, obj);
+        return traced_or_raise(k, args, nargs, NULL);
+      }
+      st->flags |= rc;
+      if (rc & DLX_CONVERT_RELEASE) st->owners[st->nowners++] = i;
+    }
+    if (a->kind == DLX_ARG_TENSOR && tensor_converted(st, i, &device_arg))
+      return device_refused(st, i);
+  }
+  return run_call(st, args, device_arg, 0);
+}
+
+/* The rest of an array call's loop, from the first object that is neither an array of the
+ * vouched ndarray type nor a scalar. */
+static __attribute__((noinline)) PyObject *unsigned_rest(call_state *st, const dlx_kernel_info *k,
+                                                         PyObject *const *args, int32_t nargs,
+                                                         int32_t i, vouched np) {
+  return unsigned_loop(st, k, args, nargs, i, np);
+}
+
+/* A call whose first argument is neither: its state on its own frame, the whole loop. */
+static __attribute__((noinline)) PyObject *call_unsigned_any(const dlx_kernel_info *k,
+                                                             PyObject *const *args,
+                                                             int32_t nargs) {
   call_state st; /* field by field (state_init): an initializer would zero it all */
   state_init(&st, k, nargs, MAX_RESULTS, args);
-  int32_t device_arg = -1;
+  vouched np = vouched_at_start();
+  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
+  return unsigned_loop(&st, k, args, nargs, 0, np);
+}
+
+/* Kernels without a signature: positional arguments, each converted by what it is. Two
+ * loops, so that each keeps its registers for what it meets most: a call that starts with
+ * an array of the vouched ndarray type takes call_unsigned_arrays, arrays and scalars in
+ * line, which hands the rest to unsigned_rest at the first other object; any other call
+ * (a torch tensor first, a scalar, none) takes call_unsigned_any. */
+static __attribute__((noinline)) PyObject *call_unsigned_arrays(const dlx_kernel_info *k,
+                                                                PyObject *const *args,
+                                                                int32_t nargs) {
+  call_state st; /* field by field (state_init): an initializer would zero it all */
+  state_init(&st, k, nargs, MAX_RESULTS, args);
   vouched np = vouched_at_start();
   dlx_call_enter(); /* tables this call uses stay alive until it leaves */
   for (int32_t i = 0; i < nargs; ++i) {
@@ -1442,20 +1519,16 @@ static PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
       a->value.f = PyFloat_AS_DOUBLE(obj);
       continue;
     }
-    int rc = convert_rest(&st, i, obj, tp, &np, 0); /* no parity work: no flags */
-    if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
-    if (__builtin_expect(rc != 0, 0)) {
-      if (rc < 0) {
-        convert_failed(&st, i, obj);
-        return traced_or_raise(k, args, nargs, NULL);
-      }
-      st.flags |= rc;
-      if (rc & DLX_CONVERT_RELEASE) st.owners[st.nowners++] = i;
-    }
-    if (a->kind == DLX_ARG_TENSOR && tensor_converted(&st, i, &device_arg))
-      return device_refused(&st, i);
+    return unsigned_rest(&st, k, args, nargs, i, np);
   }
-  return run_call(&st, args, device_arg, 0);
+  return run_call(&st, args, -1, 0); /* host memory and scalars only: no device */
+}
+
+static inline PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const *args,
+                                      int32_t nargs) {
+  if (nargs > 0 && Py_TYPE(args[0]) == dlx_relaxed_load(&dlx_numpy_vouched))
+    return call_unsigned_arrays(k, args, nargs);
+  return call_unsigned_any(k, args, nargs);
 }
 
 /* Kernels with a signature: bound to the declared parameters, each checked on the plan. */
@@ -1567,19 +1640,25 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
   return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);
 }
 
-PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames) {
-  if (k->sig) return call_signed(k, args, nargs, kwnames);
-  if (__builtin_expect(kwnames && PyTuple_GET_SIZE(kwnames), 0)) {
+/* An unsigned kernel's arguments refused before conversion (out of line: the call's entry
+ * then makes tail calls only). */
+static __attribute__((noinline, cold)) PyObject *unsigned_refused(const dlx_kernel_info *k,
+                                                                  Py_ssize_t nargs,
+                                                                  PyObject *kwnames) {
+  if (kwnames && PyTuple_GET_SIZE(kwnames))
     PyErr_Format(PyExc_TypeError,
                  "%s() takes no keyword arguments (its DLX_KERNEL declares no signature)",
                  k->name);
-    return NULL;
-  }
-  if (__builtin_expect(nargs > DLX_MAX_ARGS, 0)) {
+  else
     PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", k->name,
                  DLX_MAX_ARGS, nargs);
-    return NULL;
-  }
+  return NULL;
+}
+
+PyObject *dlx_call_kernel(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  if (k->sig) return call_signed(k, args, nargs, kwnames);
+  if (__builtin_expect((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs > DLX_MAX_ARGS, 0))
+    return unsigned_refused(k, nargs, kwnames);
   return call_unsigned(k, args, (int32_t)nargs);
 }

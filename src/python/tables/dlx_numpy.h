@@ -39,14 +39,17 @@ static inline int dlx_numpy_view_fast(PyObject *obj, DLTensor *out, int64_t *scr
   PyArrayObject *a = (PyArrayObject *)obj;
   const int32_t nd = PyArray_NDIM(a);
   if (PyArray_DESCR(a) != dlx_numpy_last.descr) return 0;
-  const int64_t mask = dlx_numpy_last.mask; /* in locals: `scratch` might alias them */
-  const int shift = dlx_numpy_last.shift;
-  const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
   int64_t *shape = (int64_t *)PyArray_DIMS(a);
   if (__builtin_expect(nd == 1, 1)) { /* the common case without the loop's tests */
-    if (bytes[0] & mask) return 0;
-    scratch[0] = bytes[0] >> shift;
+    const int64_t stride = ((const int64_t *)PyArray_STRIDES(a))[0];
+    if (stride & dlx_numpy_last.mask) return 0;
+    scratch[0] = stride >> dlx_numpy_last.shift;
   } else {
+    /* Read here, not before the test: the 1-d path then keeps nothing live for this one
+     * (in the call loop, what it keeps live is spilled on every array). */
+    const int64_t mask = dlx_numpy_last.mask; /* in locals: `scratch` might alias them */
+    const int shift = dlx_numpy_last.shift;
+    const int64_t *bytes = (const int64_t *)PyArray_STRIDES(a);
     if (nd > DLX_SCRATCH_DIMS) return 0;
     for (int32_t d = 0; d < nd; ++d) {
       if (bytes[d] & mask) return 0;

@@ -11,6 +11,7 @@
  * without any attribute lookup on the hit path.
  */
 #include "dlx_py.h"
+#include "dlx_plain_view.h"
 
 #include <unistd.h>
 
@@ -324,6 +325,13 @@ table:
     const dlx_torch_parity *hooks = dlx_torch_hooks_of(info->api);
     if (hooks->size >= offsetof(dlx_torch_parity, view_mut) + sizeof hooks->view_mut)
       info->view_mut = hooks->view_mut;
+    const dlx_torch_plain *first = NULL; /* offsets are fixed once offered */
+    if (hooks->size >= offsetof(dlx_torch_parity, plain) + sizeof hooks->plain && hooks->plain)
+      first = __atomic_load_n(hooks->plain, __ATOMIC_ACQUIRE);
+    if (first) {
+      info->plain = hooks->plain;
+      info->plain_known = dlx_plain_known(&first->at);
+    }
   }
   info->source = DLX_SRC_TABLE;
   info->owner = attr;

@@ -22,6 +22,7 @@
  * lookup per call). Types with other tables, and numpy or JAX calls, pay nothing.
  */
 #include "dlx_py.h"
+#include "dlx_plain_view.h"
 
 PyObject *dlx_torch_operator_path;
 _Thread_local int dlx_torch_direct;
@@ -318,7 +319,48 @@ const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api) {
   return copy;
 }
 
+/* _torch_plain() -> None, or what the addon's plain layout holds now (tests, and how one
+ * learns whether a torch's tensors take the call loop's in-line path): the offsets, which
+ * known layout dlx took them for, and the kinds (dtype code, bits, device type, bumps), the
+ * newest first. */
+static PyObject *torch_plain(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  DLX_LOCK(&parity_lock);
+  const dlx_torch_parity *hooks = addon.hooks;
+  DLX_UNLOCK(&parity_lock);
+  const dlx_torch_plain *p = NULL;
+  if (hooks && hooks->size >= offsetof(dlx_torch_parity, plain) + sizeof hooks->plain &&
+      hooks->plain)
+    p = __atomic_load_n(hooks->plain, __ATOMIC_ACQUIRE);
+  if (!p) Py_RETURN_NONE;
+  const int32_t *at = &p->at.impl_at;
+  const int32_t nat = (int32_t)(sizeof p->at / sizeof *at);
+  PyObject *offsets = PyTuple_New(nat), *kinds = PyList_New(0);
+  for (int32_t i = 0; offsets && i < nat; ++i)
+    PyTuple_SET_ITEM(offsets, i, PyLong_FromLong(at[i]));
+  for (int32_t k = 0; kinds && k < p->nkinds && k < DLX_TORCH_PLAIN_KINDS; ++k) {
+    const dlx_torch_plain_kind *kind = &p->kinds[k];
+    PyObject *item = Py_BuildValue("(iiii)", kind->dtype.code, kind->dtype.bits,
+                                   kind->device.device_type, kind->bumps);
+    if (!item || PyList_Append(kinds, item)) Py_CLEAR(kinds);
+    Py_XDECREF(item);
+  }
+  PyObject *r = offsets && kinds ? Py_BuildValue("{sOsisO}", "offsets", offsets, "known",
+                                                 dlx_plain_known(&p->at), "kinds", kinds)
+                                 : NULL;
+  Py_XDECREF(offsets);
+  Py_XDECREF(kinds);
+  return r;
+}
+
+static PyMethodDef parity_methods[] = {
+    {"_torch_plain", torch_plain, METH_NOARGS,
+     "_torch_plain() -> None or dict: the torch addon's plain layout, for tests"},
+    {NULL, NULL, 0, NULL}};
+
 int dlx_torch_parity_init(PyObject *module) {
+  if (PyModule_AddFunctions(module, parity_methods)) return -1;
   dlx_torch_operator_path =
       PyErr_NewExceptionWithDoc("dlx._core.OperatorPath",
                                 "A torch call that only the operator's path keeps exact (a "

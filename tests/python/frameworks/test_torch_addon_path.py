@@ -3,14 +3,42 @@ whose table is dlx's addon, its later tensors take the addon's view without the 
 cache, and a `mut` tensor's view hands over its version counter, which the call bumps
 itself. Every check still holds for each tensor, wherever it stands in the call.
 
-Runs where the addon is the table in force (Debian's torch 1.13; a torch with its own
-table when the addon is what install() chose)."""
+A plain tensor (no autograd metadata, no subclass, its dims held in its TensorImpl) is
+described by the call loop itself, from the layout the addon publishes (dlx_plain_view.h):
+the tests below check that it is offered on this torch, that every tensor reads as torch
+says it is at every position, and that every check torch makes on mutable access still
+holds (copy-on-write, a storage that refuses it).
+
+Runs where the addon is the table in force (Debian's torch 1.13). Where torch has its own
+table and this session put that one in force, the module runs again in a child process
+with the addon preferred (DLX_TEST_PREFER_ADDON)."""
+import os
+import sys
+import threading
+
 import numpy as np
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, run_python
 
 torch = pytest.importorskip("torch")
+
+CHILD = os.environ.get("DLX_TEST_PREFER_ADDON") == "1"
+
+
+def test_the_addon_path_on_this_torch_in_a_child():
+    """Where this session's table is not the addon: this module, with the addon in force."""
+    import dlx.torch as dt
+
+    if CHILD:
+        pytest.skip("this is the child")
+    rec = dt.install()
+    if rec is None or rec.source == "addon":
+        pytest.skip("the addon is the table in force here: the tests below run in process")
+    r = run_python(f"import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+                   f"{__file__!r}]))", env={"DLX_TEST_PREFER_ADDON": "1"}, check=False)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +46,18 @@ def libs():
     import dlx
     import dlx.torch as dt
 
-    rec = dt.install()
+    rec = dt.install(prefer="addon" if CHILD else None)
     if rec is None or rec.source != "addon":
         pytest.skip(f"the table in force is {rec.source if rec else None}, not dlx's addon")
     return (dlx.load(BUILD / "kernels" / "sig_kernels.so"),  # fma3: "x, y: f32[n] mut, z"
             dlx.load(BUILD / "kernels" / "compile_kernels.so"))  # raw: unsigned, any args
+
+
+@pytest.fixture(scope="module")
+def tk(libs):
+    import dlx
+
+    return dlx.load(BUILD / "kernels" / "test_kernels.so")  # info_of, fill_at
 
 
 def ones(n=3):
@@ -120,3 +155,158 @@ def test_a_version_saved_by_autograd_sees_the_write(libs):
         sig.fma3(ones(), h, ones())
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+# ---- plain tensors, described by the call loop (dlx_plain_view.h) ----------------------
+
+DTYPES = {torch.float32: (2, 32), torch.float64: (2, 64), torch.int64: (0, 64),
+          torch.int32: (0, 32), torch.uint8: (1, 8), torch.bool: (6, 8), torch.float16: (2, 16)}
+
+
+def described(tk, tensors, which):
+    """What the kernel sees of tensors[which], the tensors passed as one call."""
+    t = tensors[which]
+    q = lambda what: tk.info_of(which, what, *tensors)
+    ndim = q(0)
+    return {"ndim": ndim, "dtype": (q(1), q(2)), "byte_offset": q(3), "device": q(4),
+            "shape": [q(10 + d) for d in range(ndim)],
+            "strides": [q(20 + d) for d in range(ndim)],
+            "data": q(30) if t.numel() else 0}
+
+
+def torch_says(t):
+    return {"ndim": t.dim(), "dtype": DTYPES[t.dtype], "byte_offset": 0, "device": 1,
+            "shape": list(t.shape), "strides": list(t.stride()),
+            "data": t.data_ptr() if t.numel() else 0}
+
+
+def plain_at(base, offset, size, stride):
+    """A tensor on base's storage from `offset` on, with no autograd metadata (a slice of
+    base would be a view, which torch tracks)."""
+    t = torch.empty(0, dtype=base.dtype)
+    storage = base.untyped_storage() if hasattr(base, "untyped_storage") else base.storage()
+    t.set_(storage, offset, size, stride)
+    return t
+
+
+def test_the_plain_layout_is_offered_and_known_here(libs):
+    import dlx._core as core
+
+    plain = core._torch_plain()
+    assert plain is not None, "the addon offers no plain layout on this torch"
+    assert plain["known"] in (1, 2), f"offsets {plain['offsets']} are not a layout dlx knows"
+
+
+def test_kinds_follow_the_dtypes_a_program_uses(libs, tk):
+    import dlx._core as core
+
+    tensors = [torch.ones(2, dtype=d) for d in (torch.int64, torch.float64)]
+    tk.info_of(0, 0, *tensors)
+    kinds = [k[:2] for k in core._torch_plain()["kinds"]]
+    assert (0, 64) in kinds and (2, 64) in kinds
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_each_kind_of_plain_tensor_reads_as_torch_says_at_any_position(libs, tk, where):
+    base = torch.arange(64.0)
+    cases = [
+        torch.ones(3),
+        torch.arange(6, dtype=torch.int64),
+        torch.zeros(2, 3, dtype=torch.float64),
+        plain_at(base, 5, (3, 4), (1, 3)),  # a storage offset, transposed strides
+        torch.zeros(0),  # empty: no data pointer
+        torch.tensor(7.0),  # 0-d
+        torch.ones(1, 2, 1, 2, 1),  # 5 dims: held in the TensorImpl
+        torch.ones(1, 2, 1, 2, 1, 2),  # 6 dims: held outside it (the addon's view)
+        torch.ones(4, dtype=torch.uint8),
+        torch.ones(4, dtype=torch.bool),
+        torch.ones(4, dtype=torch.float16),
+        torch.ones(4, dtype=torch.int32),
+    ]
+    for _ in range(3):  # new kinds published on the way, then read from them
+        for case in cases:
+            others = [torch.ones(2), torch.ones(2, dtype=torch.int64)]
+            tensors = others[:where] + [case] + others[where:]
+            assert described(tk, tensors, where) == torch_says(case), case
+
+
+def test_more_dtypes_in_one_call_than_the_layout_holds_kinds(libs, tk):
+    tensors = [torch.full((2,), 3, dtype=d) for d in DTYPES]  # 7 kinds, the layout keeps 4
+    for _ in range(3):
+        for which, t in enumerate(tensors):
+            assert described(tk, tensors, which) == torch_says(t)
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_write_to_a_copy_on_write_tensor_leaves_its_original(libs, tk, where):
+    if not hasattr(torch, "_lazy_clone"):
+        pytest.skip("this torch has no copy-on-write tensors")
+    original = torch.arange(4.0)
+    clone = torch._lazy_clone(original)
+    assert torch._C._is_cow_tensor(clone)
+    others = [torch.ones(4), torch.ones(4)]
+    tensors = others[:where] + [clone] + others[where:]
+    tk.fill_at(where, 9.0, *tensors)
+    assert clone.tolist() == [9.0] * 4
+    assert original.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_storage_that_refuses_mutable_access_refuses_the_call(libs, tk, where):
+    if not hasattr(torch._C, "_set_throw_on_mutable_data_ptr"):
+        pytest.skip("this torch has no storage that refuses mutable access")
+    refusing = torch.ones(4)
+    torch._C._set_throw_on_mutable_data_ptr(refusing)
+    with pytest.raises(RuntimeError) as err:
+        refusing.add_(1)  # torch's own in-place operator refuses it
+    others = [torch.ones(4), torch.ones(4)]
+    tensors = others[:where] + [refusing] + others[where:]
+    with pytest.raises(RuntimeError, match="info_of") as ours:
+        tk.info_of(where, 30, *tensors)
+    assert str(err.value).splitlines()[0] in str(ours.value)
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_subclass_and_a_parameter_read_as_torch_says(libs, tk, where):
+    class Sub(torch.Tensor):
+        pass
+
+    for odd in (torch.ones(3).as_subclass(Sub), torch.nn.Parameter(torch.ones(3), False)):
+        others = [torch.ones(2), torch.ones(2)]
+        tensors = others[:where] + [odd] + others[where:]
+        assert described(tk, tensors, where) == torch_says(odd)
+
+
+def test_a_mut_plain_tensor_bumps_once_wherever_its_type_was_met(libs):
+    sig, _ = libs
+    for first in (torch.ones(3), np.ones(3, np.float32)):
+        y = torch.ones(3)
+        sig.fma3(first, y, torch.ones(3))
+        assert y._version == 1
+        sig.fma3(first, y, torch.ones(3))
+        assert y._version == 2 and y.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_threads_with_their_own_dtypes_read_their_own(libs, tk):
+    """Layouts are published while other threads read them: each thread keeps its dtypes."""
+    dtypes = list(DTYPES)[:6]
+    errors = []
+
+    def work(d):
+        try:
+            tensors = [torch.ones(3, dtype=d), torch.ones(2, 2, dtype=d)]
+            for _ in range(300):
+                for which, t in enumerate(tensors):
+                    got = described(tk, tensors, which)
+                    if got != torch_says(t):
+                        errors.append((d, got))
+                        return
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((d, e))
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in dtypes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
