@@ -861,8 +861,9 @@ bool StorageChecks(dlx_torch_plain *L) {
     int32_t at = -1;
     at::Tensor probe = at::empty({1}, at::kFloat);
     S *storage = probe.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-    if (!FlippedBits(storage, sizeof(S), &at, mask, [&] { storage->set_throw_on_mutable_data_ptr(); }) ||
-        at < 0)
+    auto refuse = [&] { storage->set_throw_on_mutable_data_ptr(); };
+    if (!FlippedBits(storage, sizeof(S), &at, mask, refuse) || at < 0 ||
+        at + 8 > int32_t(sizeof(S)))  // the 8 bytes read lie in the object
       return false;
     L->at.checks_at = at;
     L->checks_mask = MaskOf(mask);
@@ -913,7 +914,9 @@ bool LearnPlainLayout(dlx_torch_plain *L) {
   L->at.word_at = OffsetIn(impl, &(impl->*(&PolicyPeek::data_type_)));
   const int32_t device_at = OffsetIn(impl, &(impl->*(&PolicyPeek::device_opt_)));
   constexpr int32_t kDtype = sizeof(caffe2::TypeMeta), kDevice = sizeof(PolicyPeek::device_opt_);
-  if (device_at < L->at.word_at + kDtype || device_at + kDevice > L->at.word_at + 8) return false;
+  if (device_at < L->at.word_at + kDtype || device_at + kDevice > L->at.word_at + 8 ||
+      L->at.word_at + 8 > int32_t(sizeof(c10::TensorImpl)))
+    return false;
   unsigned char word[8] = {}, policy[8] = {};
   for (int32_t i = 0; i < kDtype; ++i) word[i] = 0xff;
   for (int32_t i = 0; i < kDevice; ++i) word[device_at - L->at.word_at + i] = 0xff;
