@@ -380,6 +380,21 @@ def steps(per, impl, fw):
 # The issue's Ir budgets (per object over the bare call, gcc 12 -O2); the lookup budget is
 # in time (`make bench`), not here.
 BUDGET = {"0 args": 70, "scalar": 40, "np": 100, "torch": 150}
+# issue 33's goals, Ir per call: 1.5x the hand-written C-API read (numpy), the torch default
+# path's, and the signed `mut` row's (Debian's torch 1.13; before issue 30's counters).
+GOAL = {"pt3": 460, "np3": 231, "np16": 563, "signed pt3": 651}
+
+
+def goals(per):
+    """[(goal, measured, met)] of issue 33 not enforced as budgets (docs/design.md, "Cost",
+    says where the rest goes)."""
+    out = []
+    for (impl, kind), key in ((("dlx", "np3"), "np3"), (("dlx", "np16"), "np16"),
+                              (("signed", "pt3"), "signed pt3")):
+        v = per.get((impl, kind))
+        if v:
+            out.append((f"{key} <= {GOAL[key]}", f"{v:.0f}", v <= GOAL[key]))
+    return out
 
 
 def budgets(per):
@@ -413,6 +428,12 @@ def budgets(per):
             out.append((f"{name} marginal below pybind11's at every k",
                         " ".join(f"{a:.0f}<{b:.0f}" for a, b in zip(mine, theirs)),
                         all(a < b for a, b in zip(mine, theirs))))
+    # issue 33: the default path's 3 torch tensors (the cached addon, its plain tensors
+    # described by the call loop), enforced; the goals not met yet are reported below
+    if per.get(("dlx", "pt3")):
+        v = per[("dlx", "pt3")]
+        out.append((f"3 torch tensors, default path, <= {GOAL['pt3']} (issue 33)", f"{v:.0f}",
+                    v <= GOAL["pt3"]))
     for fw, name in (("np", "numpy arrays"), (pt, "torch tensors")):
         mine, theirs = steps(per, "dlx", fw), steps(per, "tvm-ffi", fw[:2])
         if not (mine and theirs):
@@ -481,6 +502,9 @@ def report(counts, pending, out, notes=()):
     print("budgets (the lookup's, in ns, is `make bench`'s):")
     for what, measured, met in verdicts:
         print(f"  {'met    ' if met else 'NOT MET'} {what}: {measured}")
+    print("goals (issue 33; reported, not enforced):")
+    for what, measured, met in goals(per):
+        print(f"  {'met    ' if met else 'not met'} {what}: {measured}")
     print(f"callgrind dumps: {out}/callgrind, the addon pass's in callgrind-torch-addon "
           "(callgrind_annotate a cg.out.N file for a row)")
     return sum(not met for _, _, met in verdicts)

@@ -883,8 +883,13 @@ bool StorageChecks(dlx_torch_plain *L) {
   }
 }
 
-// The offsets of the plain layout, each checked on probes; false: not offered.
+// The offsets of the plain layout, each checked on probes; false: not offered. The probes
+// are plain CPU tensors whatever the caller's state: no Python mode (a FakeTensorMode) sees
+// them, and inference mode would make inference tensors of them.
 bool LearnPlainLayout(dlx_torch_plain *L) {
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  c10::InferenceMode not_inference(false);
   at::Tensor t = at::empty({2, 3, 4}, at::kFloat);
   const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
   if (!LearnPlainImpl(impl) && VtableOf(impl) != plain_impl_vtable) return false;
@@ -1075,7 +1080,8 @@ DLX_ADDON_EXPORT const dlx_torch_parity *dlx_torch_parity_hooks(PyObject *operat
         plain_current.store(first, std::memory_order_release);
         plain_offered = true;
       }
-    } catch (...) {  // a probe torch refused: not offered
+    } catch (...) {  // a probe torch refused: not offered (and no Python error left)
+      if (PyErr_Occurred()) PyErr_Clear();
     }
   }
   return &kParity;

@@ -310,3 +310,25 @@ def test_threads_with_their_own_dtypes_read_their_own(libs, tk):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("mode", ["inference_mode", "FakeTensorMode"])
+def test_the_layout_is_learnt_whatever_mode_the_first_install_runs_in(libs, mode):
+    """The addon learns the layout on probe tensors when dlx first installs it: a mode the
+    caller is in then must neither change the probes nor cost the layout."""
+    code = f"""
+import torch, dlx.torch as dt, dlx._core as core
+if {mode!r} == "inference_mode":
+    ctx = torch.inference_mode()
+else:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    ctx = FakeTensorMode()
+with ctx:
+    rec = dt.install(prefer="addon")
+assert rec.source == "addon", rec
+plain = core._torch_plain()
+assert plain is not None and plain["known"] in (1, 2), plain
+print("ok")
+"""
+    r = run_python(code, check=False)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
