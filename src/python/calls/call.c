@@ -1593,7 +1593,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
      * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
      * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
     if (tp == st.own_type) { /* the addon's type, met earlier in this call */
-      rc = own_view(&st, i, obj, 1, q->mut);
+      rc = q->mut ? own_view(&st, i, obj, 1, 1) : own_view(&st, i, obj, 1, 0);
       goto converted;
     }
     if (__builtin_expect(q->mut, 0) && tp != npv.type) {
