@@ -54,7 +54,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <vector>
 #include <new>
 #include <type_traits>
@@ -749,8 +748,7 @@ std::atomic<const dlx_torch_plain *> plain_current{nullptr};
 static_assert(std::atomic<const dlx_torch_plain *>::is_always_lock_free &&
                   sizeof(std::atomic<const dlx_torch_plain *>) == sizeof(void *),
               "dlx reads the published pointer as a plain pointer, with acquire order");
-std::mutex plain_mutex;              // publishing (cold), without a GIL too
-int plain_published = 0;             // layouts published; each is kept for the process
+std::atomic<int> plain_published{0};  // layouts published; each is kept for the process
 constexpr int kPlainMaxPublished = 1024;  // past this, the last stays (a program cycling
                                           // through more kinds takes ParityView for some)
 
@@ -1019,18 +1017,25 @@ void PublishPlain(const c10::TensorImpl *impl) noexcept {
     auto same = [&](const dlx_torch_plain_kind &k) {
       return k.word == kind.word && k.keys == kind.keys;  // word and keys decide the rest
     };
-    std::lock_guard<std::mutex> lock(plain_mutex);
-    const dlx_torch_plain *current = plain_current.load(std::memory_order_relaxed);
-    if (current != nullptr && same(current->kinds[0])) return;
-    if (plain_published >= kPlainMaxPublished) return;
-    auto *next = new dlx_torch_plain(plain_layout);
-    next->kinds[0] = kind;
-    next->nkinds = 1;
-    for (int32_t k = 0; current != nullptr && k < current->nkinds &&
-                        next->nkinds < DLX_TORCH_PLAIN_KINDS; ++k)
-      if (!same(current->kinds[k])) next->kinds[next->nkinds++] = current->kinds[k];
-    ++plain_published;
-    plain_current.store(next, std::memory_order_release);  // `current` stays readable
+    // Lock-free (a compare-exchange, retried when another thread published first): no lock
+    // a fork could leave held, nothing to take without a GIL.
+    const dlx_torch_plain *current = plain_current.load(std::memory_order_acquire);
+    for (;;) {
+      if (current != nullptr && current->nkinds > 0 && same(current->kinds[0])) return;
+      if (plain_published.load(std::memory_order_relaxed) >= kPlainMaxPublished) return;
+      auto *next = new dlx_torch_plain(plain_layout);
+      next->kinds[0] = kind;
+      next->nkinds = 1;
+      for (int32_t k = 0; current != nullptr && k < current->nkinds &&
+                          next->nkinds < DLX_TORCH_PLAIN_KINDS; ++k)
+        if (!same(current->kinds[k])) next->kinds[next->nkinds++] = current->kinds[k];
+      if (plain_current.compare_exchange_strong(current, next, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+        plain_published.fetch_add(1, std::memory_order_relaxed);
+        return;  // the one it replaced stays readable: calls may still hold it
+      }
+      delete next;  // never published: no call can hold it
+    }
   } catch (...) {  // a device or dtype DLPack cannot name: that kind is not published
   }
 }

@@ -1299,8 +1299,14 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
     rc = k->fn(&st->pub);
   }
   if (__builtin_expect(rc != 0 || st->failed, 0) || PyErr_Occurred()) return kernel_failed(st, rc);
-  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && k->mut_params && torch_written(st))
-    return call_failed(st);
+  if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) && k->mut_params) {
+    if (__builtin_expect(k->mut_params == st->versions, 1)) { /* every counter in hand */
+      for (uint64_t m = st->versions; m; m &= m - 1)
+        __atomic_fetch_add(st->slots[__builtin_ctzll(m)].version, 1, __ATOMIC_SEQ_CST);
+    } else if (torch_written(st)) {
+      return call_failed(st);
+    }
+  }
   PyObject *result = st->nresults == 0 ? Py_NewRef(Py_None) : build_result(st);
   if (__builtin_expect(!result || st->nowners, 0)) return release_all(st, result);
   dlx_call_leave();
