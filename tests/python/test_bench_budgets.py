@@ -31,7 +31,7 @@ def passing():
          "bare|float3": 80, "dlx|float3": 80 + 52 + 3 * 28.7}
     c.update(rows("np", "dlx", 110, 71))
     c.update(rows("np", "pybind11", 150, 140))
-    c.update(rows("pt", "dlx", 170, 131))
+    c.update(rows("pt", "dlx", 130, 100))  # 3 tensors: 115 + 130 + 200 = 445 per call
     c.update(rows("pt", "pybind11", 260, 245))
     return c
 
@@ -46,8 +46,22 @@ def test_a_run_within_every_budget_meets_them_all():
     assert v["0-argument call over bare <= 70"] == ("52", True)
     assert v["Python int per scalar over the 0-arg call <= 40"] == ("31.7", True)
     assert v["numpy array marginal <= 100"] == ("71.0", True)
-    assert v["torch tensor (addon) marginal <= 150"] == ("131.0", True)
+    assert v["torch tensor (addon) marginal <= 150"] == ("100.0", True)
+    assert v["3 torch tensors, default path, <= 460 (issue 33)"] == ("445", True)
     assert all(met for _, met in v.values()), v
+
+
+def test_three_torch_tensors_over_the_goal_fail_it_on_the_default_path():
+    """Issue 33: 3 tensors <= 460 Ir per call on the default path: the 'pt' rows where
+    torch has no table (the addon), the addon's 'pta' rows where it has one."""
+    c = passing()
+    c["dlx|pt3"] += 16
+    assert verdicts(c)["3 torch tensors, default path, <= 460 (issue 33)"] == ("461", False)
+    c.update(rows("pt", "dlx", 780, 624))  # torch's own table: not the default path
+    c.update(rows("pta", "dlx", 130, 100))
+    assert verdicts(c)["3 torch tensors, default path, <= 460 (issue 33)"] == ("445", True)
+    goals = [what for what, _, _ in bench_ir.goals(bench_ir.per_call(counts(c)))]
+    assert goals == ["np3 <= 231", "np16 <= 563"]  # the signed goal is torch 1.13's
 
 
 @pytest.mark.parametrize("label, budget", [
