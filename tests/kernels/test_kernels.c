@@ -38,12 +38,9 @@ DLX_KERNEL(arg_out_of_range) {
 
 DLX_KERNEL(is_readonly) { return dlx_return_int(call, dlx_arg_is_readonly(call, 0)); }
 
-/* info(t, what): 0 ndim, 1 dtype code, 2 dtype bits, 3 byte_offset, 4 device type,
- * 5 device id, 10+d shape[d], 20+d strides[d], 30 data pointer */
-DLX_KERNEL(info) {
-  DLTensor *t;
-  int64_t what;
-  if (dlx_arg_tensor(call, 0, &t) || dlx_arg_int(call, 1, &what)) return -1;
+/* What info() and info_of() report of t: 0 ndim, 1 dtype code, 2 dtype bits, 3 byte_offset,
+ * 4 device type, 5 device id, 10+d shape[d], 20+d strides[d], 30 data pointer. */
+static int query(dlx_call *call, const char *name, const DLTensor *t, int64_t what) {
   int64_t v;
   if (what == 0) v = t->ndim;
   else if (what == 1) v = t->dtype.code;
@@ -54,8 +51,16 @@ DLX_KERNEL(info) {
   else if (what >= 10 && what < 10 + t->ndim) v = t->shape[what - 10];
   else if (what >= 20 && what < 20 + t->ndim) v = t->strides[what - 20];
   else if (what == 30) v = (int64_t)(intptr_t)t->data;
-  else return dlx_error(call, "ValueError", "info: unknown query %lld", (long long)what);
+  else return dlx_error(call, "ValueError", "%s: unknown query %lld", name, (long long)what);
   return dlx_return_int(call, v);
+}
+
+/* info(t, what): query(t, what) */
+DLX_KERNEL(info) {
+  DLTensor *t;
+  int64_t what;
+  if (dlx_arg_tensor(call, 0, &t) || dlx_arg_int(call, 1, &what)) return -1;
+  return query(call, "info", t, what);
 }
 
 /* info_of(which, what, t0, t1, ...): info(t_which, what), the tensors taken as one call
@@ -67,17 +72,7 @@ DLX_KERNEL(info_of) {
     return dlx_error(call, "IndexError", "info_of: no tensor %lld", (long long)which);
   DLTensor *t;
   if (dlx_arg_tensor(call, (int32_t)which + 2, &t)) return -1;
-  int64_t v;
-  if (what == 0) v = t->ndim;
-  else if (what == 1) v = t->dtype.code;
-  else if (what == 2) v = t->dtype.bits;
-  else if (what == 3) v = (int64_t)t->byte_offset;
-  else if (what == 4) v = t->device.device_type;
-  else if (what >= 10 && what < 10 + t->ndim) v = t->shape[what - 10];
-  else if (what >= 20 && what < 20 + t->ndim) v = t->strides[what - 20];
-  else if (what == 30) v = (int64_t)(intptr_t)t->data;
-  else return dlx_error(call, "ValueError", "info_of: unknown query %lld", (long long)what);
-  return dlx_return_int(call, v);
+  return query(call, "info_of", t, what);
 }
 
 /* Visit every element of a strided tensor in row-major order. */

@@ -12,10 +12,20 @@
 #ifndef DLX_PLAIN_VIEW_H_
 #define DLX_PLAIN_VIEW_H_
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "dlx_invoke.h"
+
+/* The layout a parity struct publishes now (acquire order), or NULL: none offered, or an
+ * addon older than the field. */
+static inline const dlx_torch_plain *dlx_plain_current(const dlx_torch_parity *hooks) {
+  if (hooks == NULL || hooks->size < offsetof(dlx_torch_parity, plain) + sizeof hooks->plain ||
+      hooks->plain == NULL)
+    return NULL;
+  return __atomic_load_n(hooks->plain, __ATOMIC_ACQUIRE);
+}
 
 /* Unaligned-safe reads (memcpy: one load each once compiled). */
 static inline uint64_t dlx_plain_u64(const char *base, int32_t at) {

@@ -1439,6 +1439,26 @@ static __attribute__((noinline, cold)) const dlx_type_info *mut_type_miss(PyType
   return info;
 }
 
+/* Argument i in line, as both unsigned loops take it first: an array of the vouched
+ * ndarray type (host memory), an exact int that fits, an exact float. 1 when taken. */
+static inline __attribute__((always_inline)) int in_line(call_state *st, int32_t i,
+                                                         PyObject *obj, PyTypeObject *tp,
+                                                         dlx_arg *a, vouched *np) {
+  if (__builtin_expect(numpy_in_line(st, i, obj, tp, np), 1)) return 1;
+  if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
+    a->kind = DLX_ARG_INT;
+    a->readonly = 0;
+    return 1;
+  }
+  if (tp == &PyFloat_Type) {
+    a->kind = DLX_ARG_FLOAT;
+    a->readonly = 0;
+    a->value.f = PyFloat_AS_DOUBLE(obj);
+    return 1;
+  }
+  return 0;
+}
+
 /* The unsigned loop from argument i on, every kind of argument: table views (the torch
  * addon's plain tensors in line) among them. Arguments before i are host memory or
  * scalars. In line in its two callers below. */
@@ -1450,18 +1470,7 @@ static inline __attribute__((always_inline)) PyObject *unsigned_loop(
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st->argv[i];
-    if (__builtin_expect(numpy_in_line(st, i, obj, tp, &np), 1)) continue; /* host memory */
-    if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
-      a->kind = DLX_ARG_INT;
-      a->readonly = 0;
-      continue;
-    }
-    if (tp == &PyFloat_Type) {
-      a->kind = DLX_ARG_FLOAT;
-      a->readonly = 0;
-      a->value.f = PyFloat_AS_DOUBLE(obj);
-      continue;
-    }
+    if (in_line(st, i, obj, tp, a, &np)) continue;
     int rc = convert_rest(st, i, obj, tp, &np, 0); /* no parity work: no flags */
     if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
@@ -1513,18 +1522,7 @@ static __attribute__((noinline)) PyObject *call_unsigned_arrays(const dlx_kernel
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st.argv[i];
-    if (__builtin_expect(numpy_in_line(&st, i, obj, tp, &np), 1)) continue; /* host memory */
-    if (tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
-      a->kind = DLX_ARG_INT;
-      a->readonly = 0;
-      continue;
-    }
-    if (tp == &PyFloat_Type) {
-      a->kind = DLX_ARG_FLOAT;
-      a->readonly = 0;
-      a->value.f = PyFloat_AS_DOUBLE(obj);
-      continue;
-    }
+    if (in_line(&st, i, obj, tp, a, &np)) continue;
     return unsigned_rest(&st, k, args, nargs, i, np);
   }
   return run_call(&st, args, -1, 0); /* host memory and scalars only: no device */

@@ -325,9 +325,7 @@ table:
     const dlx_torch_parity *hooks = dlx_torch_hooks_of(info->api);
     if (hooks->size >= offsetof(dlx_torch_parity, view_mut) + sizeof hooks->view_mut)
       info->view_mut = hooks->view_mut;
-    const dlx_torch_plain *first = NULL; /* offsets are fixed once offered */
-    if (hooks->size >= offsetof(dlx_torch_parity, plain) + sizeof hooks->plain && hooks->plain)
-      first = __atomic_load_n(hooks->plain, __ATOMIC_ACQUIRE);
+    const dlx_torch_plain *first = dlx_plain_current(hooks); /* offsets fixed once offered */
     if (first) {
       info->plain = hooks->plain;
       info->plain_known = dlx_plain_known(&first->at);

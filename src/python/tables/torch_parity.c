@@ -329,10 +329,7 @@ static PyObject *torch_plain(PyObject *self, PyObject *unused) {
   DLX_LOCK(&parity_lock);
   const dlx_torch_parity *hooks = addon.hooks;
   DLX_UNLOCK(&parity_lock);
-  const dlx_torch_plain *p = NULL;
-  if (hooks && hooks->size >= offsetof(dlx_torch_parity, plain) + sizeof hooks->plain &&
-      hooks->plain)
-    p = __atomic_load_n(hooks->plain, __ATOMIC_ACQUIRE);
+  const dlx_torch_plain *p = dlx_plain_current(hooks);
   if (!p) Py_RETURN_NONE;
   const int32_t *at = &p->at.impl_at;
   const int32_t nat = (int32_t)(sizeof p->at / sizeof *at);
