@@ -454,6 +454,48 @@ static void test_quick(void **state) {
   dlx_sig_free(s);
 }
 
+/* A `mut` tensor's quick check tests overlap in its shape loop: a stride 0 over more than
+ * one element goes to the full check (which names DLX_FAULT_OVERLAP), over one element or
+ * with no strides (compact) it passes, as the full check says; the bindings a call starts
+ * with are unbound whatever the number of symbols. */
+static void test_quick_mut_overlap(void **state) {
+  (void)state;
+  dlx_sig *s = ok("y: f32[m, n] mut, x: f32[m, n]");
+  dlx_sig_quick q[2];
+  for (int32_t p = 0; p < 2; ++p) dlx_sig_quick_plan(s, p, &q[p]);
+  assert_int_equal(q[0].ndim, 2);
+  const int64_t cases[][2][2] = {/* shape, strides: then whether it overlaps */
+                                 {{4, 5}, {5, 1}}, {{4, 5}, {0, 1}}, {{4, 5}, {5, 0}},
+                                 {{1, 5}, {0, 1}}, {{4, 1}, {1, 0}}};
+  const int overlaps[] = {0, 1, 1, 0, 0};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+    for (int32_t p = 0; p < 2; ++p) {
+      tensor t;
+      make(&t, F32, 2, cases[c][0]);
+      memcpy(t.strides, cases[c][1], sizeof cases[c][1]);
+      dlx_sig_bindings bq, bf;
+      dlx_sig_bindings_init(&bq, s);
+      dlx_sig_bindings_init(&bf, s);
+      dlx_sig_fault f;
+      int quick = dlx_sig_check_quick(&q[p], p, &t.t, 0, &bq);
+      int full = dlx_sig_check_tensor(s, p, &t.t, 0, &bf, &f);
+      const int refused = p == 0 && overlaps[c]; /* only `mut` cares */
+      assert_int_equal(quick, refused);
+      assert_int_equal(full != 0, refused);
+      if (refused) assert_int_equal(f.code, DLX_FAULT_OVERLAP);
+      t.t.strides = NULL; /* compact: no overlap */
+      dlx_sig_bindings_init(&bq, s);
+      assert_int_equal(dlx_sig_check_quick(&q[p], p, &t.t, 0, &bq), 0);
+    }
+  dlx_sig_free(s);
+  s = ok("a: f32[p, q, r, s, t, u]"); /* six symbols: past the four stored in line */
+  dlx_sig_bindings b;
+  memset(&b, 0x5a, sizeof b);
+  dlx_sig_bindings_init(&b, s);
+  for (int32_t k = 0; k < 6; ++k) assert_int_equal(b.value[k], -1);
+  dlx_sig_free(s);
+}
+
 /* "n*": a size symbol marked independent (issue 32); contradictions refused at the mark. */
 static void test_independent(void **state) {
   (void)state;
@@ -489,7 +531,7 @@ int main(void) {
       cmocka_unit_test(test_tensors),          cmocka_unit_test(test_results_and_options),
       cmocka_unit_test(test_malformed),        cmocka_unit_test(test_limits),
       cmocka_unit_test(test_check),            cmocka_unit_test(test_devices_and_dtypes),
-      cmocka_unit_test(test_format_pieces),    cmocka_unit_test(test_quick),
+      cmocka_unit_test(test_format_pieces),    cmocka_unit_test(test_quick), cmocka_unit_test(test_quick_mut_overlap),
       cmocka_unit_test(test_utf8_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -180,10 +180,12 @@ typedef struct dlx_sig_bindings {
   int8_t owner[DLX_SIG_MAX_SYMBOLS];     /* parameter that bound it */
 } dlx_sig_bindings;
 
+_Static_assert(DLX_SIG_MAX_SYMBOLS >= 4, "dlx_sig_bindings_init stores four");
 static inline void dlx_sig_bindings_init(dlx_sig_bindings *b, const dlx_sig *s) {
-  int32_t k = 0, n = s->nsymbols;
-  for (; k < n && k < 4; ++k) b->value[k] = -1; /* stores, not a memset call, for the usual few */
-  for (; k < n; ++k) b->value[k] = -1;
+  /* The usual few: four stores whatever their number (two vector stores once compiled),
+   * no loop and no memset call; a longer list gets the rest. */
+  for (int32_t k = 0; k < 4; ++k) b->value[k] = -1;
+  for (int32_t k = 4; k < s->nsymbols; ++k) b->value[k] = -1;
 }
 
 typedef enum {
@@ -330,25 +332,41 @@ void dlx_sig_quick_plan(const dlx_sig *s, int32_t param, dlx_sig_quick *q);
 /* 0: tensor `t` passes the check of its parameter; 1: dlx_sig_check_type must decide (it
  * finds the fault, or the parameter is not quick). Symbols are bound in the order the
  * full check binds them, so that a fault it then finds reads the same. */
+/* Dimension d of a quick check: extent n binds or matches its symbol, or equals the
+ * fixed extent. 0, or 1 when dlx_sig_check_type must decide. */
+static inline __attribute__((always_inline)) int dlx_sig__quick_dim(const dlx_sig_quick *q,
+                                                                   int32_t d, int64_t n,
+                                                                   int32_t param,
+                                                                   dlx_sig_bindings *b) {
+  int32_t k = q->sym[d];
+  if (k >= 0) {
+    if (b->value[k] != n) { /* unbound (-1): bind it; bound: a fault */
+      if (b->value[k] >= 0) return 1;
+      b->value[k] = n;
+      b->owner[k] = (int8_t)param;
+    }
+  } else if (k == -2 && n != q->extent[d]) {
+    return 1;
+  }
+  return 0;
+}
+
 static inline int dlx_sig_check_quick(const dlx_sig_quick *q, int32_t param, const DLTensor *t,
                                       int readonly, dlx_sig_bindings *b) {
   if (dlx_sig_dtype_packed(t->dtype) != q->dtype || t->ndim != q->ndim || (readonly & q->mut))
     return 1;
-  if (__builtin_expect(q->mut, 0) && dlx_sig_overlaps(t)) return 1;
   const int64_t *shape = t->shape;
-  for (int32_t d = 0; d < q->ndim; ++d) {
-    int32_t k = q->sym[d];
-    int64_t n = shape[d];
-    if (k >= 0) {
-      if (b->value[k] != n) { /* unbound (-1): bind it; bound: a fault */
-        if (b->value[k] >= 0) return 1;
-        b->value[k] = n;
-        b->owner[k] = (int8_t)param;
-      }
-    } else if (k == -2 && n != q->extent[d]) {
-      return 1;
+  if (__builtin_expect(q->mut, 0)) { /* dlx_sig_overlaps on the way: one loop, not two */
+    const int64_t *strides = t->strides; /* NULL: compact */
+    for (int32_t d = 0; d < q->ndim; ++d) {
+      int64_t n = shape[d];
+      if ((strides && strides[d] == 0 && n > 1) || dlx_sig__quick_dim(q, d, n, param, b))
+        return 1;
     }
+    return 0;
   }
+  for (int32_t d = 0; d < q->ndim; ++d)
+    if (dlx_sig__quick_dim(q, d, shape[d], param, b)) return 1;
   return 0;
 }
 

@@ -1269,7 +1269,7 @@ static inline __attribute__((always_inline)) PyObject *run_call(call_state *st,
                                                                 int32_t device_arg, int nogil) {
   const dlx_kernel_info *k = st->k;
   if (__builtin_expect(st->flags & DLX_CONVERT_TORCH, 0) &&
-      ((k->mut_params && (k->mut_params & ~st->versions)) || dlx_relaxed_load(&k->torch_op)) &&
+      ((k->mut_params & ~st->versions) || dlx_relaxed_load(&k->torch_op)) &&
       torch_before(st))
     return torch_refused(st);
   /* The stream is the caller's, on this thread, now: asked once, never cached. CPU-only
@@ -1596,9 +1596,14 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
      * read-only tensor is refused by the check; a table known never to export a read-only
      * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
      * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
-    if (tp == st.own_type) { /* the addon's type, met earlier in this call */
-      rc = q->mut ? own_view(&st, i, obj, 1, 1) : own_view(&st, i, obj, 1, 0);
-      goto converted;
+    if (tp == st.own_type) { /* the addon's type, met earlier in this call: st.flags has
+                                its flags, the view holds nothing to release */
+      if (__builtin_expect(q->mut ? own_view(&st, i, obj, 0, 1) : own_view(&st, i, obj, 0, 0),
+                           0)) {
+        convert_failed(&st, i, obj);
+        return traced_or_raise(k, objs, np, NULL);
+      }
+      goto viewed;
     }
     if (__builtin_expect(q->mut, 0) && tp != npv.type) {
       const dlx_type_info *info = dlx_type_info_hit(tp);
@@ -1629,16 +1634,17 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     }
     st.flags |= rc;
     if (rc & DLX_CONVERT_RELEASE) st.owners[st.nowners++] = i;
-    /* A deferred producer is checked once exported (finish_streams). The full check also
-     * refuses what is no tensor (a scalar, a list: released there). */
-    if (!(rc & DLX_CONVERT_DEFERRED) &&
-        __builtin_expect(a->kind != DLX_ARG_TENSOR ||
+    /* A deferred producer is checked once exported (finish_streams). */
+    if (rc & DLX_CONVERT_DEFERRED) goto placed;
+  viewed: /* the full check also refuses what is no tensor (a scalar, a list: released there) */
+    if (__builtin_expect(a->kind != DLX_ARG_TENSOR ||
                              dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds),
                          0) &&
         check_declared(k, i, obj, a, slot, binds)) {
       param_refused(&st, i);
       return traced_or_raise(k, objs, np, NULL);
     }
+  placed:
     if (tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
   }
   return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);

@@ -146,6 +146,19 @@ def test_a_refused_call_bumps_nothing(libs):
     assert y._version == 0 and y.tolist() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_signed_call_refuses_a_tensor_that_requires_grad_anywhere(libs, where):
+    # a later tensor of the addon's type goes from its view straight to the declared check
+    # (call.c's `viewed:`): its refusal must read as the first one's, and bump nothing
+    sig, _ = libs
+    args = [ones(), ones(), ones()]
+    args[where] = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"fma3\(\).*requires grad"):
+        sig.fma3(*args)
+    assert all(a._version == 0 for a in args)
+    assert sig.fma3(ones(), args[1] if where != 1 else ones(), ones()) is None
+
+
 def test_a_version_saved_by_autograd_sees_the_write(libs):
     sig, _ = libs
     a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
