@@ -1407,13 +1407,14 @@ static inline __attribute__((always_inline)) int own_vouched(call_state *st, int
  * into its slot by the quickest path that gives what dlx_convert_arg gives:
  * DLX_CONVERT_NUMPY for an ndarray (host memory, owns nothing), else dlx_convert_arg's
  * result (-1 with an exception; the slot is the caller's to release then). Both loops
- * share it. */
+ * share it; own_tested (a constant): the caller compared tp with st->own_type already. */
 static inline __attribute__((always_inline)) int convert_rest(call_state *st, int32_t i,
                                                               PyObject *obj, PyTypeObject *tp,
-                                                              vouched *np, int with_flags) {
+                                                              vouched *np, int with_flags,
+                                                              int own_tested) {
   dlx_arg *a = &st->argv[i];
   dlx_slot *slot = &st->slots[i];
-  if (tp == st->own_type) return own_view(st, i, obj, with_flags, 0);
+  if (!own_tested && tp == st->own_type) return own_view(st, i, obj, with_flags, 0);
   const dlx_type_info *info = dlx_type_info_hit(tp);
   if (info && info->view) {
     np->type = NULL; /* the table's code runs */
@@ -1471,7 +1472,7 @@ static inline __attribute__((always_inline)) PyObject *unsigned_loop(
     PyTypeObject *tp = Py_TYPE(obj);
     dlx_arg *a = &st->argv[i];
     if (in_line(st, i, obj, tp, a, &np)) continue;
-    int rc = convert_rest(st, i, obj, tp, &np, 0); /* no parity work: no flags */
+    int rc = convert_rest(st, i, obj, tp, &np, 0, 0); /* no parity work: no flags */
     if (rc == DLX_CONVERT_NUMPY) continue; /* host memory, owns nothing */
     if (__builtin_expect(rc != 0, 0)) {
       if (rc < 0) {
@@ -1535,6 +1536,161 @@ static inline PyObject *call_unsigned(const dlx_kernel_info *k, PyObject *const 
   return call_unsigned_any(k, args, nargs);
 }
 
+/* A declared int or float parameter given an exact int that fits or an exact float, into
+ * argument a: 1 when taken, 0 for the general conversion. Both signed loops start so. */
+static inline __attribute__((always_inline)) int scalar_in_line(const dlx_sig_quick *q,
+                                                                PyObject *obj, PyTypeObject *tp,
+                                                                dlx_arg *a) {
+  if (q->kind == DLX_SIG_INT && tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
+    a->kind = DLX_ARG_INT;
+    a->readonly = 0;
+    return 1;
+  }
+  if (q->kind == DLX_SIG_FLOAT && tp == &PyFloat_Type) {
+    a->kind = DLX_ARG_FLOAT;
+    a->readonly = 0;
+    a->value.f = PyFloat_AS_DOUBLE(obj);
+    return 1;
+  }
+  return 0;
+}
+
+/* Signed calls start here: the declared parameters' state, the size symbols unbound. */
+static inline void signed_init(call_state *st, const dlx_kernel_info *k, PyObject *const *objs) {
+  state_init(st, k, k->sig->nparams, k->sig->nresults, objs);
+  st->versions = 0;
+  dlx_sig_bindings_init(&st->binds, k->sig);
+}
+
+/* The signed loop from parameter i on, every kind of argument; parameters before i are
+ * in their slots already (vouched ndarrays, scalars). In line in its two callers below. */
+static inline __attribute__((always_inline)) PyObject *signed_loop(call_state *st,
+                                                                   const dlx_kernel_info *k,
+                                                                   PyObject *const *objs,
+                                                                   int32_t i, vouched npv) {
+  const dlx_sig *sig = k->sig;
+  const int32_t np = sig->nparams;
+  dlx_sig_bindings *const binds = &st->binds;
+  int32_t device_arg = -1;
+  const dlx_sig_quick *q = k->quick + i;
+  for (; i < np; ++i, ++q) {
+    PyObject *obj = objs[i];
+    PyTypeObject *tp = Py_TYPE(obj);
+    dlx_arg *a = &st->argv[i];
+    dlx_slot *slot = &st->slots[i];
+    if (q->kind != DLX_SIG_TENSOR || obj == Py_None) {
+      /* declared scalars: exact ints and floats in line, the rest (and None) by kind */
+      if (scalar_in_line(q, obj, tp, a)) continue;
+      if (convert_other(k, i, obj, a, slot)) { /* holds nothing */
+        param_refused(st, i);
+        return traced_or_raise(k, objs, np, NULL);
+      }
+      if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st->owners[st->nowners++] = i;
+      continue;
+    }
+    int rc;
+    /* A call that starts with arrays is signed_arrays's: here the addon's type first */
+    if (tp == st->own_type) { /* the addon's type, met earlier in this call: st->flags has
+                                its flags, the view holds nothing to release */
+      if (__builtin_expect(q->mut ? own_view(st, i, obj, 0, 1) : own_view(st, i, obj, 0, 0),
+                           0)) {
+        convert_failed(st, i, obj);
+        return traced_or_raise(k, objs, np, NULL);
+      }
+      goto viewed;
+    }
+    if (numpy_in_line(st, i, obj, tp, &npv)) { /* the vouched ndarray */
+      rc = DLX_CONVERT_NUMPY;
+      goto converted;
+    }
+    /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
+     * READ_ONLY travels with the owned export only), so the owned export is asked and a
+     * read-only tensor is refused by the check; a table known never to export a read-only
+     * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
+     * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
+    if (__builtin_expect(q->mut, 0) && tp != npv.type) {
+      const dlx_type_info *info = dlx_type_info_hit(tp);
+      if (!info) info = mut_type_miss(tp);
+      if (info && info->view && info->views_writable) {
+        rc = own_vouched(st, i, obj, tp, info, 1, 1);
+        goto converted;
+      }
+      if (info && info->view) {
+        npv.type = NULL; /* the table's code runs */
+        int flags = info->call_flags; /* `info` may be refilled by the export */
+        rc = dlx_convert_owned(info->api, obj, a, slot);
+        if (rc > 0) rc |= flags;
+        goto converted;
+      }
+    }
+    rc = convert_rest(st, i, obj, tp, &npv, 1, 1); /* own type tested above */
+  converted:
+    if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
+      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&
+          check_declared(k, i, obj, a, slot, binds))
+        return param_refused(st, i);
+      continue;
+    }
+    if (rc < 0) {
+      convert_failed(st, i, obj);
+      return traced_or_raise(k, objs, np, NULL);
+    }
+    st->flags |= rc;
+    if (rc & DLX_CONVERT_RELEASE) st->owners[st->nowners++] = i;
+    /* A deferred producer is checked once exported (finish_streams). */
+    if (rc & DLX_CONVERT_DEFERRED) goto placed;
+  viewed: /* the full check also refuses what is no tensor (a scalar, a list: released there) */
+    if (__builtin_expect(a->kind != DLX_ARG_TENSOR ||
+                             dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds),
+                         0) &&
+        check_declared(k, i, obj, a, slot, binds)) {
+      param_refused(st, i);
+      return traced_or_raise(k, objs, np, NULL);
+    }
+  placed:
+    if (tensor_converted(st, i, &device_arg)) return device_refused(st, i);
+  }
+  return run_call(st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);
+}
+
+/* The rest of a signed array call, from the first parameter that is neither a vouched
+ * ndarray nor an exact int or float. */
+static __attribute__((noinline)) PyObject *signed_rest(call_state *st, const dlx_kernel_info *k,
+                                                       PyObject *const *objs, int32_t i,
+                                                       vouched npv) {
+  return signed_loop(st, k, objs, i, npv);
+}
+
+/* A signed call whose first argument is an ndarray of the vouched type: arrays and exact
+ * scalars in line with their checks, on a frame of its own (the torch path's registers
+ * would spill in numpy's way, as in the unsigned loop), the rest in signed_rest. */
+static __attribute__((noinline)) PyObject *signed_arrays(const dlx_kernel_info *k,
+                                                         PyObject *const *objs) {
+  const dlx_sig *sig = k->sig;
+  const int32_t np = sig->nparams;
+  call_state st;
+  signed_init(&st, k, objs);
+  vouched npv = vouched_at_start();
+  dlx_call_enter();
+  const dlx_sig_quick *q = k->quick;
+  for (int32_t i = 0; i < np; ++i, ++q) {
+    PyObject *obj = objs[i];
+    PyTypeObject *tp = Py_TYPE(obj);
+    dlx_arg *a = &st.argv[i];
+    if (q->kind == DLX_SIG_TENSOR) {
+      if (!numpy_in_line(&st, i, obj, tp, &npv)) return signed_rest(&st, k, objs, i, npv);
+      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, &st.binds),
+                           0) &&
+          check_declared(k, i, obj, a, &st.slots[i], &st.binds))
+        return param_refused(&st, i);
+      continue;
+    }
+    if (scalar_in_line(q, obj, tp, a)) continue;
+    return signed_rest(&st, k, objs, i, npv);
+  }
+  return run_call(&st, objs, -1, (sig->options & DLX_SIG_NOGIL) != 0); /* host memory only */
+}
+
 /* Kernels with a signature: bound to the declared parameters, each checked on the plan. */
 static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
@@ -1552,102 +1708,13 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     if (r != Py_NotImplemented) return r; /* the staged call's result, or NULL */
     Py_DECREF(r);
   }
+  if (np > 0 && Py_TYPE(objs[0]) == dlx_relaxed_load(&dlx_numpy_vouched))
+    return signed_arrays(k, objs);
   call_state st;
-  state_init(&st, k, np, sig->nresults, objs);
-  st.versions = 0;
-  dlx_sig_bindings_init(&st.binds, sig);
-  dlx_sig_bindings *const binds = &st.binds;
-  int32_t device_arg = -1;
+  signed_init(&st, k, objs);
   vouched npv = vouched_at_start();
   dlx_call_enter();
-  const dlx_sig_quick *q = k->quick;
-  for (int32_t i = 0; i < np; ++i, ++q) {
-    PyObject *obj = objs[i];
-    PyTypeObject *tp = Py_TYPE(obj);
-    dlx_arg *a = &st.argv[i];
-    dlx_slot *slot = &st.slots[i];
-    if (q->kind != DLX_SIG_TENSOR || obj == Py_None) {
-      /* declared scalars: exact ints and floats in line, the rest (and None) by kind */
-      if (q->kind == DLX_SIG_INT && tp == &PyLong_Type && dlx_long_compact(obj, &a->value.i)) {
-        a->kind = DLX_ARG_INT;
-        a->readonly = 0;
-        continue;
-      }
-      if (q->kind == DLX_SIG_FLOAT && tp == &PyFloat_Type) {
-        a->kind = DLX_ARG_FLOAT;
-        a->readonly = 0;
-        a->value.f = PyFloat_AS_DOUBLE(obj);
-        continue;
-      }
-      if (convert_other(k, i, obj, a, slot)) { /* holds nothing */
-        param_refused(&st, i);
-        return traced_or_raise(k, objs, np, NULL);
-      }
-      if (a->kind == DLX_ARG_INTS || a->kind == DLX_ARG_FLOATS) st.owners[st.nowners++] = i;
-      continue;
-    }
-    int rc;
-    if (numpy_in_line(&st, i, obj, tp, &npv)) { /* the vouched ndarray first, as unsigned */
-      rc = DLX_CONVERT_NUMPY;
-      goto converted;
-    }
-    /* A `mut` tensor of a table type: a table's view export carries no flags (DLPack's
-     * READ_ONLY travels with the owned export only), so the owned export is asked and a
-     * read-only tensor is refused by the check; a table known never to export a read-only
-     * tensor (dlx's addon) is viewed as usual. Everything else (numpy, __dlpack__,
-     * buffers) carries its flags already; an ndarray type vouched for costs one compare. */
-    if (tp == st.own_type) { /* the addon's type, met earlier in this call: st.flags has
-                                its flags, the view holds nothing to release */
-      if (__builtin_expect(q->mut ? own_view(&st, i, obj, 0, 1) : own_view(&st, i, obj, 0, 0),
-                           0)) {
-        convert_failed(&st, i, obj);
-        return traced_or_raise(k, objs, np, NULL);
-      }
-      goto viewed;
-    }
-    if (__builtin_expect(q->mut, 0) && tp != npv.type) {
-      const dlx_type_info *info = dlx_type_info_hit(tp);
-      if (!info) info = mut_type_miss(tp);
-      if (info && info->view && info->views_writable) {
-        rc = own_vouched(&st, i, obj, tp, info, 1, 1);
-        goto converted;
-      }
-      if (info && info->view) {
-        npv.type = NULL; /* the table's code runs */
-        int flags = info->call_flags; /* `info` may be refilled by the export */
-        rc = dlx_convert_owned(info->api, obj, a, slot);
-        if (rc > 0) rc |= flags;
-        goto converted;
-      }
-    }
-    rc = convert_rest(&st, i, obj, tp, &npv, 1);
-  converted:
-    if (rc == DLX_CONVERT_NUMPY) { /* a host tensor owning nothing: only its check */
-      if (__builtin_expect(dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds), 0) &&
-          check_declared(k, i, obj, a, slot, binds))
-        return param_refused(&st, i);
-      continue;
-    }
-    if (rc < 0) {
-      convert_failed(&st, i, obj);
-      return traced_or_raise(k, objs, np, NULL);
-    }
-    st.flags |= rc;
-    if (rc & DLX_CONVERT_RELEASE) st.owners[st.nowners++] = i;
-    /* A deferred producer is checked once exported (finish_streams). */
-    if (rc & DLX_CONVERT_DEFERRED) goto placed;
-  viewed: /* the full check also refuses what is no tensor (a scalar, a list: released there) */
-    if (__builtin_expect(a->kind != DLX_ARG_TENSOR ||
-                             dlx_sig_check_quick(q, i, a->value.tensor, a->readonly, binds),
-                         0) &&
-        check_declared(k, i, obj, a, slot, binds)) {
-      param_refused(&st, i);
-      return traced_or_raise(k, objs, np, NULL);
-    }
-  placed:
-    if (tensor_converted(&st, i, &device_arg)) return device_refused(&st, i);
-  }
-  return run_call(&st, objs, device_arg, (sig->options & DLX_SIG_NOGIL) != 0);
+  return signed_loop(&st, k, objs, 0, npv);
 }
 
 /* An unsigned kernel's arguments refused before conversion (out of line: the call's entry

@@ -178,6 +178,57 @@ def test_shape_checks_name_kernel_and_parameter(sk):
         sk.dtypes(np.zeros((2, 1), dt))
 
 
+# A call whose first argument is an ndarray runs the arrays' own loop (call.c:
+# signed_arrays) and hands over to the general one at the first other object: every
+# position and every kind of hand-over reads as the general loop alone would.
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_an_array_call_refuses_at_every_position_as_the_general_loop(sk, where):
+    def args():
+        return [np.ones(4, np.float32), np.full(4, 2.0, np.float32), np.full(4, 3.0, np.float32)]
+    name = "xyz"[where]
+    wrong = args()
+    wrong[where] = np.ones(4)  # f64
+    with pytest.raises(TypeError, match=rf"^fma3\(\): '{name}' must be f32\[n\]"):
+        sk.fma3(*wrong)
+    if where:
+        short = args()
+        short[where] = np.ones(5, np.float32)
+        with pytest.raises(ValueError, match=rf"^fma3\(\): '{name}' has n=5 where 'x' has n=4$"):
+            sk.fma3(*short)
+    ro = args()
+    ro[1].flags.writeable = False
+    with pytest.raises(ValueError, match=r"^fma3\(\): 'y' is read-only, but the kernel writes it"):
+        sk.fma3(*ro)
+    same = args()
+    same[1] = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (4,), (0,))
+    with pytest.raises(ValueError, match=r"^fma3\(\): 'y'"):  # its elements share memory
+        sk.fma3(*same)
+    ok = args()
+    sk.fma3(*ok)
+    assert ok[1].tolist() == [5.0] * 4  # y += x * z
+
+
+def test_an_array_call_hands_over_to_the_general_loop(sk):
+    x = f32(2, 3)
+    assert np.allclose(sk.softmax(x, None, 1), sk.softmax(x))  # None: optional tensor
+    out = np.zeros((2, 3), np.float32)
+    sk.softmax(x, out, -1)  # arrays, then an exact int: all in the arrays' loop
+    assert np.allclose(out, sk.softmax(x))
+    sk.softmax(x, out=out, axis=np.int64(-1))  # keywords, a numpy integer for the int
+    assert np.allclose(out, sk.softmax(x))
+    with pytest.raises(TypeError, match=r"^softmax\(\): 'axis'"):
+        sk.softmax(x, out, "1")
+    y = np.zeros(3, np.float32)
+    sk.fma3(np.ones(3, np.float32), y, memoryview(np.arange(3, dtype=np.float32)))
+    assert y.tolist() == [0.0, 1.0, 2.0]  # a buffer after the arrays: the general loop
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(3)
+    sk.fma3(np.ones(3, np.float32), t, np.full(3, 2.0, np.float32))
+    assert t.tolist() == [2.0, 2.0, 2.0] and t._version == 1  # torch's rules, bumped once
+    with pytest.raises(RuntimeError, match=r"^fma3\(\).*requires grad"):
+        sk.fma3(np.ones(3, np.float32), torch.zeros(3, requires_grad=True), np.ones(3, np.float32))
+
+
 def test_size_symbols_and_dlx_size(sk):
     x = np.zeros((2, 7, 1, 5))
     assert sk.sizes(x) == 2
