@@ -1355,6 +1355,14 @@ static inline vouched vouched_at_start(void) {
   return (vouched){dlx_relaxed_load(&dlx_numpy_vouched), dlx_numpy_api};
 }
 
+/* A call's loop begins, its state set: the ndarray type vouched for now, and the call
+ * counted in (the tables it uses stay alive until it leaves). */
+static inline vouched call_begin(void) {
+  const vouched np = vouched_at_start();
+  dlx_call_enter();
+  return np;
+}
+
 /* Argument i of the call's own-view type (st->own_type) into its slot: described in line
  * from the plain layout when it is a plain tensor (dlx_plain_view.h), else the view (for
  * a `mut` parameter, with its version counter), without the dims check. The flags of
@@ -1502,8 +1510,7 @@ static __attribute__((noinline)) PyObject *call_unsigned_any(const dlx_kernel_in
                                                              int32_t nargs) {
   call_state st; /* field by field (state_init): an initializer would zero it all */
   state_init(&st, k, nargs, MAX_RESULTS, args);
-  vouched np = vouched_at_start();
-  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
+  vouched np = call_begin();
   return unsigned_loop(&st, k, args, nargs, 0, np);
 }
 
@@ -1517,8 +1524,7 @@ static __attribute__((noinline)) PyObject *call_unsigned_arrays(const dlx_kernel
                                                                 int32_t nargs) {
   call_state st; /* field by field (state_init): an initializer would zero it all */
   state_init(&st, k, nargs, MAX_RESULTS, args);
-  vouched np = vouched_at_start();
-  dlx_call_enter(); /* tables this call uses stay alive until it leaves */
+  vouched np = call_begin();
   for (int32_t i = 0; i < nargs; ++i) {
     PyObject *obj = args[i];
     PyTypeObject *tp = Py_TYPE(obj);
@@ -1670,8 +1676,7 @@ static __attribute__((noinline)) PyObject *signed_arrays(const dlx_kernel_info *
   const int32_t np = sig->nparams;
   call_state st;
   signed_init(&st, k, objs);
-  vouched npv = vouched_at_start();
-  dlx_call_enter();
+  vouched npv = call_begin();
   const dlx_sig_quick *q = k->quick;
   for (int32_t i = 0; i < np; ++i, ++q) {
     PyObject *obj = objs[i];
@@ -1712,8 +1717,7 @@ static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py
     return signed_arrays(k, objs);
   call_state st;
   signed_init(&st, k, objs);
-  vouched npv = vouched_at_start();
-  dlx_call_enter();
+  vouched npv = call_begin();
   return signed_loop(&st, k, objs, 0, npv);
 }
 
