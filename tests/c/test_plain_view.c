@@ -172,12 +172,58 @@ static void test_a_mut_tensor_hands_over_its_counter(void **state) {
   assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 1); /* read it still */
 }
 
+/* A tensor with autograd metadata (a view) is described only where the addon's hook says
+ * torch's requires_grad() is false for its TensorImpl; the hook sees that TensorImpl. */
+static const void *asked; /* the TensorImpl the hook was last asked of */
+static int answer;
+static int meta_no_grad(const void *impl) {
+  asked = impl;
+  return answer;
+}
+
+static void test_a_tensor_with_metadata_is_described_when_torch_says_no_grad(void **state) {
+  (void)state;
+  fake f;
+  make(&f);
+  with_meta(&f);
+  dlx_torch_plain p = layout();
+  DLTensor t;
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 0); /* no hook: the view */
+  p.meta_no_grad = meta_no_grad;
+  answer = 1;
+  asked = NULL;
+  memset(&t, 0x55, sizeof t);
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 1);
+  assert_ptr_equal(asked, f.impl);
+  assert_ptr_equal(t.data, &f.data[4]);
+  uint32_t *version = NULL; /* a mut view: its counter (torch shares it with its base) */
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, &version), 1);
+  assert_ptr_equal(version, (uint32_t *)(void *)(f.counter + AT.counter_at));
+  answer = 0; /* requires grad */
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 0);
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, &version), 0);
+  answer = -1; /* anything but 1: the view decides */
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 0);
+  make(&f); /* no metadata: the hook is not asked */
+  answer = 0;
+  asked = NULL;
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 1);
+  assert_null(asked);
+  with_meta(&f); /* the other tests still send it back first */
+  answer = 1;
+  with_vtable(&f);
+  asked = NULL;
+  assert_int_equal(dlx_plain_view(&p, p.at, f.obj, &t, NULL), 0);
+  assert_null(asked);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_describes_a_plain_tensor),
       cmocka_unit_test(test_a_later_kind_and_an_unknown_one),
       cmocka_unit_test(test_each_test_sends_the_tensor_back),
       cmocka_unit_test(test_an_empty_tensor_has_no_data_pointer),
-      cmocka_unit_test(test_a_mut_tensor_hands_over_its_counter)};
+      cmocka_unit_test(test_a_mut_tensor_hands_over_its_counter),
+      cmocka_unit_test(test_a_tensor_with_metadata_is_described_when_torch_says_no_grad)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

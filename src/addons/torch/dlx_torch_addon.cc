@@ -881,6 +881,19 @@ bool StorageChecks(dlx_torch_plain *L) {
   }
 }
 
+// dlx_torch_plain.meta_no_grad: torch's own requires_grad() of a TensorImpl with autograd
+// metadata, the test ParityViewMeta makes. A view's answer may be its base's (a base that
+// came to require grad after the view was taken): only torch's virtual knows.
+int PlainMetaNoGrad(const void *p) noexcept {
+  const auto *impl = static_cast<const c10::TensorImpl *>(p);
+  try {
+    const c10::AutogradMetaInterface *meta = AutogradMetaOf(*impl).get();
+    return meta == nullptr || !meta->requires_grad() ? 1 : 0;
+  } catch (...) {  // torch's own implementation throws nothing; another one: the view asks
+    return 0;
+  }
+}
+
 // The offsets of the plain layout, each checked on probes; false: not offered. The probes
 // are plain CPU tensors whatever the caller's state: no Python mode (a FakeTensorMode) sees
 // them, and inference mode would make inference tensors of them.
@@ -911,6 +924,14 @@ bool LearnPlainLayout(dlx_torch_plain *L) {
   const c10::TensorImpl *gi = grad.unsafeGetTensorImpl();
   if (LoadPtr(impl, L->at.meta_at) != nullptr || LoadPtr(gi, L->at.meta_at) == nullptr ||
       LoadPtr(gi, L->at.meta_at) != AutogradMetaOf(*gi).get())
+    return false;
+  L->meta_no_grad = PlainMetaNoGrad;  // checked on a view of each, and of a later base
+  at::Tensor later = at::empty({4}, at::kFloat), later_view = later.narrow(0, 1, 2);
+  later.set_requires_grad(true);
+  at::Tensor view = t.narrow(0, 0, 1), grad_view = grad.narrow(0, 0, 1);
+  if (PlainMetaNoGrad(view.unsafeGetTensorImpl()) != 1 || PlainMetaNoGrad(gi) != 0 ||
+      PlainMetaNoGrad(grad_view.unsafeGetTensorImpl()) != 0 ||
+      PlainMetaNoGrad(later_view.unsafeGetTensorImpl()) != 0)
     return false;
 
   // The word: dtype and device, and the policy bits beside them.

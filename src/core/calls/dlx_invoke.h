@@ -217,6 +217,10 @@ typedef struct dlx_torch_plain {
   uint64_t word_mask;   /* the bits of the 8 bytes at word_at that must equal a kind's word */
   uint64_t checks_mask; /* the bits of the 8 bytes at checks_at that must be clear: the
                          * storage's checks on mutable access (copy-on-write, refusals) */
+  /* 1 when a TensorImpl with autograd metadata does not require grad, as torch's own
+   * requires_grad() says (every view has metadata: a slice, a transpose); 0 when it does,
+   * or asking failed. NULL: a tensor with metadata goes through `view`. */
+  int (*meta_no_grad)(const void *impl);
   dlx_torch_plain_at at;
   int32_t nkinds;       /* kinds[] in use, up to DLX_TORCH_PLAIN_KINDS, the newest first */
   dlx_torch_plain_kind kinds[DLX_TORCH_PLAIN_KINDS];

@@ -4,10 +4,12 @@
  *
  * The addon's view export costs a call per tensor and tests again what the loop knows; the
  * layout lets the loop read the same fields itself. Every test the addon's fast path makes
- * is made here (no subclass, no autograd metadata, default size policies, a checked key
- * set, dtype and device, a storage whose mutable access needs no check, dims held in the
- * TensorImpl); a tensor that fails one goes to the addon's view, which describes or
- * refuses it. Pure C over bytes: tests/c/test_plain_view.c runs it on laid-out buffers.
+ * is made here (no subclass, no grad required: none for a tensor without autograd
+ * metadata, torch's requires_grad() for one with it, such as a view; default size
+ * policies, a checked key set, dtype and device, a storage whose mutable access needs no
+ * check, dims held in the TensorImpl); a tensor that fails one goes to the addon's view,
+ * which describes or refuses it. Pure C over bytes: tests/c/test_plain_view.c runs it on
+ * laid-out buffers.
  */
 #ifndef DLX_PLAIN_VIEW_H_
 #define DLX_PLAIN_VIEW_H_
@@ -56,15 +58,16 @@ static inline __attribute__((always_inline)) const dlx_torch_plain_kind *dlx_pla
  * parameter), only a tensor torch lets an in-place operation write, and *version its
  * counter, which the caller bumps after the kernel (as the view_mut hook gives it). `at` is
  * p->at, or the same offsets as constants (dlx_plain_view_known): the compiler then folds
- * them in. */
+ * them in. A tensor with autograd metadata (every view has some) is described when
+ * torch's requires_grad() is false for it (asked through p->meta_no_grad: a view's answer
+ * may be its base's). */
 static inline __attribute__((always_inline)) int dlx_plain_view(const dlx_torch_plain *p,
                                                                 const dlx_torch_plain_at at,
                                                                 const void *obj,
                                                                 DLTensor *out,
                                                                 uint32_t **version) {
   const char *impl = dlx_plain_ptr((const char *)obj, at.impl_at);
-  if (dlx_plain_ptr(impl, at.meta_at) != NULL || dlx_plain_ptr(impl, 0) != p->vtable)
-    return 0; /* may require grad (or is a view torch tracks); a TensorImpl subclass */
+  if (dlx_plain_ptr(impl, 0) != p->vtable) return 0; /* a TensorImpl subclass */
   const dlx_torch_plain_kind *kind =
       dlx_plain_kind(p, dlx_plain_u64(impl, at.word_at) & p->word_mask,
                      dlx_plain_u64(impl, at.keys_at));
@@ -89,6 +92,10 @@ static inline __attribute__((always_inline)) int dlx_plain_view(const dlx_torch_
   out->shape = (int64_t *)(uintptr_t)(impl + at.sizes_at);
   out->strides = (int64_t *)(uintptr_t)(impl + at.strides_at);
   out->byte_offset = 0;
+  /* the grad test last, its pointer read here: the usual tensor's loop keeps its registers
+   * (asked earlier, the call made the loops' register allocation worse) */
+  if (__builtin_expect(dlx_plain_ptr(impl, at.meta_at) != NULL, 0))
+    return p->meta_no_grad != NULL && p->meta_no_grad(impl) == 1;
   return 1;
 }
 

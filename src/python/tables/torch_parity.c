@@ -321,8 +321,8 @@ const DLPackExchangeAPI *dlx_torch_checked_table(const DLPackExchangeAPI *api) {
 
 /* _torch_plain() -> None, or what the addon's plain layout holds now (tests, and how one
  * learns whether a torch's tensors take the call loop's in-line path): the offsets, which
- * known layout dlx took them for, and the kinds (dtype code, bits, device type, bumps), the
- * newest first. */
+ * known layout dlx took them for, the kinds (dtype code, bits, device type, bumps), the
+ * newest first, and whether views (tensors with autograd metadata) take it too. */
 static PyObject *torch_plain(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -343,9 +343,11 @@ static PyObject *torch_plain(PyObject *self, PyObject *unused) {
     if (!item || PyList_Append(kinds, item)) Py_CLEAR(kinds);
     Py_XDECREF(item);
   }
-  PyObject *r = offsets && kinds ? Py_BuildValue("{sOsisO}", "offsets", offsets, "known",
-                                                 dlx_plain_known(&p->at), "kinds", kinds)
-                                 : NULL;
+  PyObject *r = offsets && kinds
+                    ? Py_BuildValue("{sOsisOsO}", "offsets", offsets, "known",
+                                    dlx_plain_known(&p->at), "kinds", kinds, "views",
+                                    p->meta_no_grad ? Py_True : Py_False)
+                    : NULL;
   Py_XDECREF(offsets);
   Py_XDECREF(kinds);
   return r;

@@ -208,6 +208,7 @@ def test_the_plain_layout_is_offered_and_known_here(libs):
     plain = core._torch_plain()
     assert plain is not None, "the addon offers no plain layout on this torch"
     assert plain["known"] in (1, 2), f"offsets {plain['offsets']} are not a layout dlx knows"
+    assert plain["views"], "views (autograd metadata, no grad) are not read in line"
 
 
 def test_kinds_follow_the_dtypes_a_program_uses(libs, tk):
@@ -288,6 +289,72 @@ def test_a_subclass_and_a_parameter_read_as_torch_says(libs, tk, where):
         others = [torch.ones(2), torch.ones(2)]
         tensors = others[:where] + [odd] + others[where:]
         assert described(tk, tensors, where) == torch_says(odd)
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_views_read_as_torch_says_at_any_position(libs, tk, where):
+    """A view has autograd metadata: the loop reads it in line once torch says it does not
+    require grad (dlx_torch_plain.meta_no_grad)."""
+    base = torch.arange(24.0).reshape(4, 6)
+    cases = [
+        base.t(),  # transposed
+        base[1:3, 2:],  # a storage offset
+        base[:, ::2],  # strided
+        base[2],  # one row: offset 12
+        base.narrow(1, 3, 2).unsqueeze(0),  # 3 dims
+        torch.arange(5.0).expand(3, 5),  # stride 0
+        torch.arange(6, dtype=torch.int64)[1::2],  # another kind
+        base.t().t()[1:],  # a view of a view
+        base[:0],  # empty: no data pointer
+        base[1, 1],  # 0-d
+    ]
+    for case in cases:
+        assert case._is_view(), case
+        for _ in range(2):
+            others = [torch.ones(2), torch.ones(2)[1:]]
+            tensors = others[:where] + [case] + others[where:]
+            assert described(tk, tensors, where) == torch_says(case), case
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+@pytest.mark.parametrize("how", ["base after", "under no_grad"])
+def test_a_view_whose_grad_comes_from_its_base_is_refused_at_any_position(libs, where, how):
+    """A view requires grad when its base does, though neither its flag nor a grad_fn says
+    so: a base that came to require grad after the view was taken, a view taken under
+    no_grad of one that does. Only torch's requires_grad() knows; the call must ask it."""
+    _, lib = libs
+    base = torch.ones(6, requires_grad=how == "under no_grad")
+    with torch.no_grad():
+        view = base[::2]
+    if how == "base after":
+        base.requires_grad_(True)
+    assert view.requires_grad and view.grad_fn is None
+    args = [ones()[::1], ones()[::1], ones()[::1]]
+    lib.raw(*args)  # views that do not require grad run
+    args[where] = view
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"raw\(\).*requires grad"):
+            lib.raw(*args)
+    with torch.no_grad():
+        lib.raw(*args)  # without grad mode the call runs
+
+
+@pytest.mark.parametrize("first", ["tensor", "ndarray"])
+def test_a_mut_view_writes_its_base_and_bumps_their_counter_once(libs, first):
+    sig, _ = libs
+    x = torch.ones(3) if first == "tensor" else np.ones(3, np.float32)
+    base = torch.zeros(6)
+    y = base[1::2]  # a view: base's elements 1, 3, 5, one version counter for both
+    for n in (1, 2):
+        sig.fma3(x, y, torch.full((3,), 2.0)[::1])
+        assert base._version == n and y._version == n
+    assert base.tolist() == [0.0, 4.0, 0.0, 4.0, 0.0, 4.0]
+    leaf = torch.zeros(3, requires_grad=True)
+    with torch.no_grad():
+        v = leaf[::1]
+    with pytest.raises(RuntimeError, match="requires grad"):
+        sig.fma3(x, v, torch.ones(3))
+    assert leaf._version == 0 and leaf.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_a_mut_plain_tensor_bumps_once_wherever_its_type_was_met(libs):
