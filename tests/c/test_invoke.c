@@ -331,6 +331,28 @@ static int too_long(dlx_call *call) {
   return dlx_return_new_tensor(call, x->device, 1, &n, x->dtype, &y);
 }
 
+/* too_long's neighbours: the right shape, but f64 (a declaration's dtype), another device,
+ * or a second result */
+static int as_f64(dlx_call *call) {
+  DLTensor *x, *y;
+  int64_t n;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_size(call, "n", &n)) return -1;
+  return dlx_return_new_tensor(call, x->device, 1, &n, (DLDataType){kDLFloat, 64, 1}, &y);
+}
+static int on_device_1(dlx_call *call) {
+  DLTensor *x, *y;
+  int64_t n;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_size(call, "n", &n)) return -1;
+  return dlx_return_new_tensor(call, (DLDevice){kDLCPU, 1}, 1, &n, x->dtype, &y);
+}
+static int twice(dlx_call *call) {
+  DLTensor *x, *y;
+  int64_t n;
+  if (dlx_arg_tensor(call, 0, &x) || dlx_size(call, "n", &n)) return -1;
+  return dlx_return_new_tensor(call, x->device, 1, &n, x->dtype, &y) ||
+         dlx_return_new_tensor(call, x->device, 1, &n, x->dtype, &y);
+}
+
 /* The proof keeps which out buffers meet their declared result (issue 33): a call on the
  * proof compares the kernel's result with that buffer only, and a result that differs from
  * it still meets the declaration's check, in the declaration's words. */
@@ -357,6 +379,22 @@ static void test_proof_results(void **state) {
   assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
   assert_string_equal(inv.error_kind, "ValueError");
   assert_string_equal(inv.error, too_long_words);
+  /* nor is one of another dtype or device, or a result more than declared */
+  const struct {
+    dlx_kernel_fn fn;
+    const char *kind, *words;
+  } others[] = {
+      {as_f64, "TypeError", "result 0 must be f32[n] with n=3 (from 'x'), got f64[3]"},
+      {on_device_1, "ValueError", "(the call's device), got f32[3] on cpu:1"},
+      {twice, "RuntimeError", "returned more than the 1 result(s) its signature declares"},
+  };
+  for (size_t k = 0; k < sizeof others / sizeof others[0]; ++k) {
+    inv.fn = others[k].fn;
+    assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+    assert_string_equal(inv.error_kind, others[k].kind);
+    assert_non_null(strstr(inv.error, others[k].words));
+  }
+  inv.fn = too_long;
   proof.results = 0;
   assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
   assert_string_equal(inv.error, too_long_words);

@@ -108,8 +108,8 @@ typedef struct instance {
   atomic_int ready; /* 0: not proved yet, 1: being written by the first run, 2: proved,
                        3: not provable */
   const entry *e;
-  int32_t nargs, nrets, nres, nmut, nparams, ntens;
-  int8_t tparam[64], tbuf[64]; /* tensor parameter tparam[j] is buffer tbuf[j] of the call */
+  int32_t nargs, nrets, nres, nmut, nparams;
+  int8_t buf_of[64];           /* tensor parameter i is buffer buf_of[i] of the call, else -1 */
   dlx_arg args[64];            /* scalars and Nones as bound; tensors set per call */
   dlx_bind_store store;        /* the str arguments that args point into */
   dlx_invoke_proof proof;      /* the size symbols the check bound */
@@ -317,9 +317,18 @@ static XLA_FFI_Error *run_proved(XLA_FFI_CallFrame *cf, const instance *in, DLDe
     if (cf->rets.types[i] != XLA_FFI_RetType_BUFFER ||
         fill(&t[na + i], cf->rets.rets[i], &in->buf[na + i], dev))
       goto changed;
-  dlx_arg args[64];
-  memcpy(args, in->args, sizeof args[0] * (size_t)in->nparams);
-  for (int32_t j = 0; j < in->ntens; ++j) args[in->tparam[j]].value.tensor = &t[in->tbuf[j]];
+  dlx_arg args[64]; /* a tensor's from this call's buffer, the rest as bound (one loop: no
+                       memcpy call for a few arguments) */
+  for (int32_t i = 0; i < in->nparams; ++i) {
+    const int b = in->buf_of[i];
+    if (b >= 0) {
+      args[i].kind = DLX_ARG_TENSOR;
+      args[i].readonly = in->args[i].readonly;
+      args[i].value.tensor = &t[b];
+    } else {
+      args[i] = in->args[i];
+    }
+  }
   for (int32_t i = 0; i < in->nres; ++i) outs[i] = &t[na + i];
   dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
   inv.fn = in->e->h.fn;
@@ -353,7 +362,6 @@ static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, cons
   in->nres = nres;
   in->nmut = nmut;
   in->nparams = api->nparams(e->h.plan);
-  in->ntens = 0;
   size_t nseq = 0;
   for (int32_t i = 0; i < in->nparams; ++i) {
     dlx_arg *a = &in->args[i];
@@ -364,12 +372,13 @@ static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, cons
     q->data = in->seq + nseq;
     nseq += (size_t)q->len;
   }
-  for (int32_t i = 0; i < in->nparams; ++i)
+  for (int32_t i = 0; i < in->nparams; ++i) {
+    in->buf_of[i] = -1;
     if (in->args[i].kind == DLX_ARG_TENSOR) {
-      in->tparam[in->ntens] = (int8_t)i;
-      in->tbuf[in->ntens++] = (int8_t)(in->args[i].value.tensor - t);
+      in->buf_of[i] = (int8_t)(in->args[i].value.tensor - t);
       in->args[i].value.tensor = NULL; /* set per call */
     }
+  }
   int32_t used = 0;
   for (int32_t i = 0; i < in->nargs + in->nrets; ++i) {
     const XLA_FFI_Buffer *b = i < in->nargs ? cf->args.args[i] : cf->rets.rets[i - in->nargs];

@@ -135,8 +135,9 @@ static __attribute__((noinline, cold)) int result_differs(invoke_state *st, int3
               (int)t->device.device_type, (int)t->device.device_id);
 }
 
-static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
-                                const int64_t *shape, DLDataType dtype, DLTensor **out) {
+static __attribute__((noinline)) int return_checked(dlx_call *call, DLDevice device,
+                                                    int32_t ndim, const int64_t *shape,
+                                                    DLDataType dtype, DLTensor **out) {
   invoke_state *st = (invoke_state *)call;
   dlx_invoke *inv = st->inv;
   if (st->failed) return -1;
@@ -171,6 +172,33 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
   }
   inv->produced = i + 1;
   return 0;
+}
+
+/* dlx_return_new_tensor. A proved call site's result (dlx_invoke_run_checked: out[i] meets
+ * the declared result) that is out[i]'s dtype, shape and device is out[i], in a frame that
+ * saves no register; anything else takes return_checked, which checks and words it. */
+static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
+                                const int64_t *shape, DLDataType dtype, DLTensor **out) {
+  invoke_state *st = (invoke_state *)call;
+  dlx_invoke *inv = st->inv;
+  const int32_t i = inv->produced;
+  DLTensor *given;
+  if (__builtin_expect(!st->failed && i < st->max_results && i < 64 &&
+                           (st->results_proved >> i & 1) && inv->out != NULL &&
+                           (given = inv->out[i]) != NULL && ndim == given->ndim && ndim >= 0 &&
+                           ndim <= DLX_SIG_MAX_TENSOR_DIMS && (ndim == 0 || shape != NULL),
+                       1)) {
+    int32_t d = 0;
+    while (d < ndim && shape[d] == given->shape[d]) ++d;
+    if (d == ndim && given->dtype.code == dtype.code && given->dtype.bits == dtype.bits &&
+        given->dtype.lanes == dtype.lanes && given->device.device_type == device.device_type &&
+        given->device.device_id == device.device_id) {
+      *out = given;
+      inv->produced = i + 1;
+      return 0;
+    }
+  }
+  return return_checked(call, device, ndim, shape, dtype, out);
 }
 
 static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
