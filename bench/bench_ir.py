@@ -382,7 +382,8 @@ def steps(per, impl, fw):
 BUDGET = {"0 args": 70, "scalar": 40, "np": 100, "torch": 150}
 # issue 33's goals, Ir per call: 1.5x the hand-written C-API read (numpy), the torch default
 # path's, and the signed `mut` row's (Debian's torch 1.13; before issue 30's counters).
-GOAL = {"pt3": 460, "np3": 231, "np16": 563, "signed pt3": 651}
+GOAL = {"pt3": 460, "np3": 231, "np16": 563, "signed pt3": 651,
+        "signed np": 44}  # the signed call's price per numpy array over unsigned (item 5)
 
 
 def goals(per):
@@ -440,6 +441,12 @@ def budgets(per):
         v = per[("signed", "pt3")]
         out.append((f"signed x, y mut, z: 3 torch tensors <= {GOAL['signed pt3']} (issue 33)",
                     f"{v:.0f}", v <= GOAL["signed pt3"]))
+    # issue 33 item 5: what a declared signature costs per numpy array (3 arrays, `x, y mut,
+    # z` over the unsigned call: its checks and binding), back to its 44 of before issue 30
+    if per.get(("signed", "np3")) and per.get(("dlx", "np3")):
+        v = (per[("signed", "np3")] - per[("dlx", "np3")]) / 3
+        out.append((f"signed x, y mut, z: per numpy array over unsigned <= {GOAL['signed np']} "
+                    "(issue 33)", f"{v:.1f}", v <= GOAL["signed np"]))
     for fw, name in (("np", "numpy arrays"), (pt, "torch tensors")):
         mine, theirs = steps(per, "dlx", fw), steps(per, "tvm-ffi", fw[:2])
         if not (mine and theirs):

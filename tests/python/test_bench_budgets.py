@@ -34,6 +34,7 @@ def passing():
     c.update(rows("pt", "dlx", 130, 100))  # 3 tensors: 115 + 130 + 200 = 445 per call
     c.update(rows("pt", "pybind11", 260, 245))
     c["signed|pt3"] = 640
+    c["signed|np3"] = c["dlx|np3"] + 3 * 40  # +40 Ir per array for the signature
     return c
 
 
@@ -50,7 +51,20 @@ def test_a_run_within_every_budget_meets_them_all():
     assert v["torch tensor (addon) marginal <= 150"] == ("100.0", True)
     assert v["3 torch tensors, default path, <= 460 (issue 33)"] == ("445", True)
     assert v["signed x, y mut, z: 3 torch tensors <= 651 (issue 33)"] == ("640", True)
+    assert v["signed x, y mut, z: per numpy array over unsigned <= 44 (issue 33)"] == \
+        ("40.0", True)
     assert all(met for _, met in v.values()), v
+
+
+def test_a_signature_over_its_price_per_numpy_array_fails_it():
+    """Issue 33 item 5: the signed call's checks and binding cost <= 44 Ir per numpy array
+    over the unsigned call (3 arrays); a run without the signed row gives no verdict."""
+    c = passing()
+    budget = "signed x, y mut, z: per numpy array over unsigned <= 44 (issue 33)"
+    c["signed|np3"] = c["dlx|np3"] + 3 * 44 + 1
+    assert verdicts(c)[budget] == ("44.3", False)
+    del c["signed|np3"]
+    assert budget not in verdicts(c)
 
 
 def test_the_signed_mut_row_over_its_goal_fails_it_where_the_addon_serves():

@@ -1696,29 +1696,56 @@ static __attribute__((noinline)) PyObject *signed_arrays(const dlx_kernel_info *
   return run_call(&st, objs, -1, (sig->options & DLX_SIG_NOGIL) != 0); /* host memory only */
 }
 
-/* Kernels with a signature: bound to the declared parameters, each checked on the plan. */
-static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames) {
-  const dlx_sig *sig = k->sig;
-  const int32_t np = sig->nparams;
-  PyObject *bound[DLX_MAX_ARGS];
-  PyObject *const *objs = args; /* the arguments in parameter order */
-  if (kwnames || nargs != np) { /* else: all given by position, nothing to bind */
-    if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
-    objs = bound;
-  }
-  /* One bit test on pure kernels: effectful ones ask whether a trace must stage them. */
-  if (__builtin_expect(sig->options & DLX_SIG_EFFECTS, 0)) {
-    PyObject *r = effects_staged(k, objs, np);
-    if (r != Py_NotImplemented) return r; /* the staged call's result, or NULL */
-    Py_DECREF(r);
-  }
-  if (np > 0 && Py_TYPE(objs[0]) == dlx_relaxed_load(&dlx_numpy_vouched))
-    return signed_arrays(k, objs);
+/* The general loop from the first parameter, on a frame of its own. */
+static __attribute__((noinline)) PyObject *signed_general(const dlx_kernel_info *k,
+                                                          PyObject *const *objs) {
   call_state st;
   signed_init(&st, k, objs);
   vouched npv = call_begin();
   return signed_loop(&st, k, objs, 0, npv);
+}
+
+/* A signed call from its first parameter: arrays first on their own loop (signed_arrays),
+ * else the general one. */
+static inline __attribute__((always_inline)) PyObject *signed_from_first(
+    const dlx_kernel_info *k, PyObject *const *objs) {
+  if (k->sig->nparams > 0 && Py_TYPE(objs[0]) == dlx_relaxed_load(&dlx_numpy_vouched))
+    return signed_arrays(k, objs);
+  return signed_general(k, objs);
+}
+
+/* A call that binds by keyword (or fills defaults), or an effectful kernel's: the
+ * arguments in parameter order on this frame, then the loops. */
+static __attribute__((noinline)) PyObject *call_signed_bound(const dlx_kernel_info *k,
+                                                             PyObject *const *args,
+                                                             Py_ssize_t nargs, PyObject *kwnames) {
+  const dlx_sig *sig = k->sig;
+  PyObject *bound[DLX_MAX_ARGS];
+  PyObject *const *objs = args; /* the arguments in parameter order */
+  if (kwnames || nargs != sig->nparams) { /* else: all given by position, nothing to bind */
+    if (bind_args(k, args, nargs, kwnames, bound)) return NULL;
+    objs = bound;
+  }
+  /* effectful kernels ask whether a trace must stage them */
+  if (__builtin_expect(sig->options & DLX_SIG_EFFECTS, 0)) {
+    PyObject *r = effects_staged(k, objs, sig->nparams);
+    if (r != Py_NotImplemented) return r; /* the staged call's result, or NULL */
+    Py_DECREF(r);
+  }
+  return signed_from_first(k, objs);
+}
+
+/* Kernels with a signature: bound to the declared parameters, each checked on the plan.
+ * The usual call (all by position, a pure kernel) makes tail calls only: the loops' frames
+ * are their own. */
+static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+  const dlx_sig *sig = k->sig;
+  if (__builtin_expect(kwnames != NULL || nargs != sig->nparams ||
+                           (sig->options & DLX_SIG_EFFECTS) != 0,
+                       0))
+    return call_signed_bound(k, args, nargs, kwnames);
+  return signed_from_first(k, args);
 }
 
 /* An unsigned kernel's arguments refused before conversion (out of line: the call's entry
