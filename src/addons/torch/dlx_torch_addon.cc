@@ -111,56 +111,108 @@ void CheckExportable(const at::Tensor &tensor);
 
 // Key sets already found exportable (strided, no conj/neg bit). layout() and the bit
 // checks walk dispatch key sets; remembering the few sets a program uses makes them a
-// compare on every later call. Touched with the GIL held only.
+// compare on every later call. Atomic (relaxed: each holds a fact about a key set, nothing
+// else is published with it), as every shared state below: under a free-threaded CPython
+// and torch, calls run without a GIL.
 constexpr int kOkKeySets = 8;
-uint64_t ok_key_sets[kOkKeySets];
-int ok_key_set_count = 0;
+std::atomic<uint64_t> ok_key_sets[kOkKeySets];  // 0: free (no exportable tensor's set)
+std::atomic<uint64_t> last_ok_key_set{~uint64_t{0}};  // the one found last: mostly the next
 
-uint64_t last_ok_key_set = ~uint64_t{0};  // the one found last: mostly the next one too
+inline uint64_t LastOkKeySet() { return last_ok_key_set.load(std::memory_order_relaxed); }
 
 inline bool KnownExportable(uint64_t keys) {
-  if (C10_LIKELY(keys == last_ok_key_set)) return true;
-  for (int i = 0; i < ok_key_set_count; ++i)
-    if (ok_key_sets[i] == keys) return last_ok_key_set = keys, true;
+  if (C10_LIKELY(keys == LastOkKeySet())) return true;
+  if (keys == 0) return false;  // would match a free slot
+  for (auto &known : ok_key_sets)
+    if (known.load(std::memory_order_relaxed) == keys) {
+      last_ok_key_set.store(keys, std::memory_order_relaxed);
+      return true;
+    }
   return false;
 }
 
-// The DLPack device and dtype of the last tensor described, with what they were made
-// from: tensors in a call mostly share both, and the conversions are switches through
-// torch's accessors. Touched with the GIL held only.
+__attribute__((noinline, cold)) void AddExportable(uint64_t keys) {
+  for (auto &slot : ok_key_sets) {
+    uint64_t free = 0;
+    if (keys == 0 || slot.compare_exchange_strong(free, keys, std::memory_order_relaxed) ||
+        free == keys)
+      break;
+  }
+  last_ok_key_set.store(keys, std::memory_order_relaxed);
+}
+
+// The DLPack device and dtype of a torch device and dtype, with what they were made from:
+// tensors in a call mostly share both, and the conversions are switches through torch's
+// accessors. Never written once published: a thread reads the one published when it looks,
+// whole, whatever another publishes meanwhile. One per pair met (interned in `described`,
+// kept for the process); the last one found is `last_described`.
 struct LastDescribed {
-  // Starts as a real pair (float32 on the CPU), never an uninitialized dtype: a tensor
+  // The first is a real pair (float32 on the CPU), never an uninitialized dtype: a tensor
   // whose dtype is uninitialized must never match and reuse the description.
   c10::Device device{c10::DeviceType::CPU};
   caffe2::TypeMeta dtype = caffe2::TypeMeta::Make<float>();
   DLDevice dl_device{kDLCPU, 0};
   DLDataType dl_dtype{kDLFloat, 32, 1};
   int64_t itemsize = sizeof(float);  // of dtype: the fast path skips the TypeMeta lookup
-} last_described;
+};
+const LastDescribed kFirstDescribed{};
+constexpr int kDescribedMax = 256;  // pairs interned; past them, described per tensor
+std::atomic<const LastDescribed *> described[kDescribedMax];
+std::atomic<const LastDescribed *> last_described{&kFirstDescribed};
+
+inline const LastDescribed &LastOne() {
+  return *last_described.load(std::memory_order_acquire);
+}
 
 // A kind of plain tensor just checked, for dlx's loop to describe in line (the plain layout).
 void PublishPlain(const c10::TensorImpl *impl) noexcept;
 
+// The description of tensor's device and dtype: the interned one, made and added by a
+// compare-exchange when new (no lock: nothing a fork could leave held), then published as
+// the last one. Throws for a device or dtype DLPack cannot name, before publishing anything.
+__attribute__((noinline, cold)) const LastDescribed *Described(const at::Tensor &tensor) {
+  const c10::Device device = tensor.device();
+  const caffe2::TypeMeta dtype = tensor.dtype();
+  auto same = [&](const LastDescribed *d) { return d->device == device && d->dtype == dtype; };
+  const LastDescribed *last = &LastOne();
+  if (same(last)) return last;
+  LastDescribed made;  // throws for a device or an (uninitialized) dtype DLPack lacks
+  made.dl_device = ToDLDevice(device);
+  made.dl_dtype = ToDLDataType(tensor.scalar_type());
+  made.device = device;
+  made.dtype = dtype;
+  made.itemsize = static_cast<int64_t>(dtype.itemsize());
+  for (auto &slot : described) {
+    const LastDescribed *d = slot.load(std::memory_order_acquire);
+    if (d == nullptr) {
+      auto *fresh = new LastDescribed(made);
+      if (slot.compare_exchange_strong(d, fresh, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+        d = fresh;
+      } else {
+        delete fresh;  // another thread took the slot: d is its entry
+      }
+    }
+    if (same(d)) {
+      last_described.store(d, std::memory_order_release);
+      return d;
+    }
+  }
+  thread_local LastDescribed overflow;  // all slots taken: this thread's, not published
+  overflow = made;
+  return &overflow;
+}
+
 // The cold parts of DescribeTensor: a key set not seen yet, another device or dtype.
-__attribute__((noinline, cold)) void DescribeNew(const at::Tensor &tensor, uint64_t keys) {
+__attribute__((noinline, cold)) const LastDescribed *DescribeNew(const at::Tensor &tensor,
+                                                                 uint64_t keys) {
   if (!KnownExportable(keys)) {
     CheckExportable(tensor);
-    if (ok_key_set_count < kOkKeySets) ok_key_sets[ok_key_set_count++] = keys;
-    last_ok_key_set = keys;
+    AddExportable(keys);
   }
-  LastDescribed &last = last_described;
-  const c10::Device device = tensor.device();
-  if (device != last.device) {
-    last.dl_device = ToDLDevice(device);  // throws for devices DLPack cannot name
-    last.device = device;
-  }
-  const caffe2::TypeMeta dtype = tensor.dtype();
-  if (dtype != last.dtype) {
-    last.dl_dtype = ToDLDataType(tensor.scalar_type());  // throws for an uninitialized dtype
-    last.itemsize = static_cast<int64_t>(dtype.itemsize());
-    last.dtype = dtype;
-  }
+  const LastDescribed *last = Described(tensor);
   PublishPlain(tensor.unsafeGetTensorImpl());
+  return last;
 }
 
 // Everything but shape and strides (whose owner differs between the view and the
@@ -169,13 +221,13 @@ __attribute__((always_inline)) inline void DescribeTensor(const at::Tensor &tens
                                                           DLTensor *out) {
   const c10::TensorImpl *impl = tensor.unsafeGetTensorImpl();
   const uint64_t keys = impl->key_set().raw_repr();
-  LastDescribed &last = last_described;
-  if (C10_UNLIKELY(keys != last_ok_key_set || impl->device() != last.device ||
-                   impl->dtype() != last.dtype)) {
-    DescribeNew(tensor, keys);
+  const LastDescribed *last = &LastOne();
+  if (C10_UNLIKELY(keys != LastOkKeySet() || impl->device() != last->device ||
+                   impl->dtype() != last->dtype)) {
+    last = DescribeNew(tensor, keys);
   }
-  out->device = last.dl_device;
-  out->dtype = last.dl_dtype;
+  out->device = last->dl_device;
+  out->dtype = last->dl_dtype;
   out->ndim = static_cast<int32_t>(impl->dim());
   out->data = tensor.data_ptr();  // storage_offset is already applied
   out->byte_offset = 0;
@@ -210,15 +262,18 @@ struct PolicyPeek : c10::TensorImpl {
 // The vtable of a plain c10::TensorImpl, learnt from the first tensor typeid proves is
 // one: a subclass (nested, batched, functional, opaque...) may override what the
 // fast path reads, so only exact TensorImpls take it.
-const void *plain_impl_vtable = nullptr;
+// Written once (by any thread: all write the same value), read relaxed.
+std::atomic<const void *> plain_impl_vtable_{nullptr};
+
+inline const void *PlainVtable() { return plain_impl_vtable_.load(std::memory_order_relaxed); }
 
 inline const void *VtableOf(const c10::TensorImpl *impl) {
   return *reinterpret_cast<const void *const *>(impl);
 }
 
 __attribute__((noinline, cold)) bool LearnPlainImpl(const c10::TensorImpl *impl) {
-  if (plain_impl_vtable != nullptr || typeid(*impl) != typeid(c10::TensorImpl)) return false;
-  plain_impl_vtable = VtableOf(impl);
+  if (PlainVtable() != nullptr || typeid(*impl) != typeid(c10::TensorImpl)) return false;
+  plain_impl_vtable_.store(VtableOf(impl), std::memory_order_relaxed);
   return true;
 }
 
@@ -252,11 +307,11 @@ __attribute__((always_inline)) inline void WriteDescribed(const c10::TensorImpl 
 
 __attribute__((always_inline)) inline bool DescribeFast(const c10::TensorImpl *impl,
                                                         DLTensor *out) {
-  const LastDescribed &last = last_described;
-  if (C10_UNLIKELY(VtableOf(impl) != plain_impl_vtable) && !LearnPlainImpl(impl)) return false;
+  const LastDescribed &last = LastOne();
+  if (C10_UNLIKELY(VtableOf(impl) != PlainVtable()) && !LearnPlainImpl(impl)) return false;
   constexpr auto kCustomStrides = PolicyPeek::SizesStridesPolicy::CustomStrides;
   if (C10_UNLIKELY((impl->*(&PolicyPeek::matches_policy))(kCustomStrides) ||
-                   impl->key_set().raw_repr() != last_ok_key_set ||
+                   impl->key_set().raw_repr() != LastOkKeySet() ||
                    impl->device() != last.device || impl->dtype() != last.dtype)) {
     return false;
   }
@@ -580,12 +635,12 @@ __attribute__((noinline)) int ParityViewData(const c10::Storage &storage, int64_
 // in tail calls only; anything else goes to ParityViewGuarded.
 __attribute__((always_inline)) inline int ViewUsual(const c10::TensorImpl *impl,
                                                     void *py_object, DLTensor *out) {
-  const LastDescribed &last = last_described;
+  const LastDescribed &last = LastOne();
   constexpr auto kCustomStrides = PolicyPeek::SizesStridesPolicy::CustomStrides;
   const auto &device = impl->*(&PolicyPeek::device_opt_);
-  if (C10_UNLIKELY(VtableOf(impl) != plain_impl_vtable ||
+  if (C10_UNLIKELY(VtableOf(impl) != PlainVtable() ||
                    (impl->*(&PolicyPeek::matches_policy))(kCustomStrides) ||
-                   impl->key_set().raw_repr() != last_ok_key_set || !device.has_value() ||
+                   impl->key_set().raw_repr() != LastOkKeySet() || !device.has_value() ||
                    *device != last.device || impl->dtype() != last.dtype ||
                    !impl->unsafe_storage()))
     return ParityViewGuarded(py_object, out);
@@ -903,9 +958,9 @@ bool LearnPlainLayout(dlx_torch_plain *L) {
   c10::InferenceMode not_inference(false);
   at::Tensor t = at::empty({2, 3, 4}, at::kFloat);
   const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
-  if (!LearnPlainImpl(impl) && VtableOf(impl) != plain_impl_vtable) return false;
+  if (!LearnPlainImpl(impl) && VtableOf(impl) != PlainVtable()) return false;
   L->type = THPVariableClass;
-  L->vtable = plain_impl_vtable;
+  L->vtable = PlainVtable();
 
   PyObject *obj = THPVariable_Wrap(t);  // the Python object's TensorImpl pointer
   if (obj == nullptr) {
@@ -925,14 +980,16 @@ bool LearnPlainLayout(dlx_torch_plain *L) {
   if (LoadPtr(impl, L->at.meta_at) != nullptr || LoadPtr(gi, L->at.meta_at) == nullptr ||
       LoadPtr(gi, L->at.meta_at) != AutogradMetaOf(*gi).get())
     return false;
-  L->meta_no_grad = PlainMetaNoGrad;  // checked on a view of each, and of a later base
+  // Views in line too, once the hook answers as torch on a view of each, and on a view whose
+  // base came to require grad after it was taken; else without (views take ParityView).
   at::Tensor later = at::empty({4}, at::kFloat), later_view = later.narrow(0, 1, 2);
   later.set_requires_grad(true);
   at::Tensor view = t.narrow(0, 0, 1), grad_view = grad.narrow(0, 0, 1);
-  if (PlainMetaNoGrad(view.unsafeGetTensorImpl()) != 1 || PlainMetaNoGrad(gi) != 0 ||
-      PlainMetaNoGrad(grad_view.unsafeGetTensorImpl()) != 0 ||
-      PlainMetaNoGrad(later_view.unsafeGetTensorImpl()) != 0)
-    return false;
+  const bool views = PlainMetaNoGrad(view.unsafeGetTensorImpl()) == 1 &&
+                     PlainMetaNoGrad(gi) == 0 &&
+                     PlainMetaNoGrad(grad_view.unsafeGetTensorImpl()) == 0 &&
+                     PlainMetaNoGrad(later_view.unsafeGetTensorImpl()) == 0;
+  L->meta_no_grad = views ? PlainMetaNoGrad : nullptr;
 
   // The word: dtype and device, and the policy bits beside them.
   L->at.word_at = OffsetIn(impl, &(impl->*(&PolicyPeek::data_type_)));
@@ -1025,7 +1082,7 @@ bool LearnPlainLayout(dlx_torch_plain *L) {
 void PublishPlain(const c10::TensorImpl *impl) noexcept {
   if (!plain_offered) return;
   try {
-    if (VtableOf(impl) != plain_impl_vtable) return;
+    if (VtableOf(impl) != PlainVtable()) return;
     const uint64_t word = Load64(impl, plain_layout.at.word_at);
     if ((word & plain_policy_mask) != plain_policy_bits) return;
     dlx_torch_plain_kind kind{};

@@ -206,7 +206,8 @@ typedef struct dlx_torch_plain_at {
 } dlx_torch_plain_at;
 
 /* A plain torch tensor, laid out as the addon's torch lays it out, with the kinds of tensor
- * the addon checked last. The addon derives every offset from its torch's own accessors and
+ * the addon checked last. No size field: an addon is built from this header (its identity
+ * hashes it), so both sides always agree on this struct. The addon derives every offset from its torch's own accessors and
  * checks each on probe tensors before it offers any; a published struct is never written
  * again (a new one replaces it). The first, published with the hooks, has no kind yet
  * (nkinds 0, and kinds[0] holds a key set no tensor has). A tensor is described in line

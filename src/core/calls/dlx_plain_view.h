@@ -54,7 +54,8 @@ static inline __attribute__((always_inline)) const dlx_torch_plain_kind *dlx_pla
 }
 
 /* 1 with *out as the addon's view describes `obj` (an object of type p->type), when it is
- * a plain tensor p describes; else 0, with *out partly written. With `version` (a `mut`
+ * a plain tensor p describes; else 0, with *out and *version possibly written (meaning
+ * nothing: the caller asks the addon's view). With `version` (a `mut`
  * parameter), only a tensor torch lets an in-place operation write, and *version its
  * counter, which the caller bumps after the kernel (as the view_mut hook gives it). `at` is
  * p->at, or the same offsets as constants (dlx_plain_view_known): the compiler then folds
