@@ -136,7 +136,7 @@ __attribute__((noinline, cold)) void AddExportable(uint64_t keys) {
     uint64_t free = 0;
     if (keys == 0 || slot.compare_exchange_strong(free, keys, std::memory_order_relaxed) ||
         free == keys)
-      break;
+      break;  // a 0 set is never kept (it would read as a free slot)
   }
   last_ok_key_set.store(keys, std::memory_order_relaxed);
 }

@@ -91,6 +91,14 @@ static int same_shape(const DLTensor *t, int32_t ndim, const int64_t *shape) {
   return 1;
 }
 
+/* t is a result of this device, shape and dtype. */
+static inline int same_result(const DLTensor *t, DLDevice device, int32_t ndim,
+                              const int64_t *shape, DLDataType dtype) {
+  return same_shape(t, ndim, shape) && t->dtype.code == dtype.code &&
+         t->dtype.bits == dtype.bits && t->dtype.lanes == dtype.lanes &&
+         t->device.device_type == device.device_type && t->device.device_id == device.device_id;
+}
+
 static void shape_text(int32_t ndim, const int64_t *shape, char *buf, size_t len) {
   size_t n = (size_t)snprintf(buf, len, "(");
   for (int32_t d = 0; d < ndim && n < len; ++d)
@@ -152,14 +160,11 @@ static __attribute__((noinline)) int return_checked(dlx_call *call, DLDevice dev
    * that is not is still checked here: the error names the declaration, as without it) */
   DLTensor *given = inv->out ? inv->out[i] : NULL;
   int proved = given && i < 64 && (st->results_proved >> i & 1) &&
-               same_shape(given, ndim, shape) && memcmp(&given->dtype, &dtype, sizeof dtype) == 0 &&
-               given->device.device_type == device.device_type &&
-               given->device.device_id == device.device_id;
+               same_result(given, device, ndim, shape, dtype);
   if (inv->plan && !proved && result_refused(st, i, device, ndim, shape, dtype)) return -1;
   if (inv->out) {
     DLTensor *t = given;
-    if (!proved && (!same_shape(t, ndim, shape) || memcmp(&t->dtype, &dtype, sizeof dtype) != 0 ||
-        t->device.device_type != device.device_type || t->device.device_id != device.device_id))
+    if (!proved && !same_result(t, device, ndim, shape, dtype))
       return result_differs(st, i, t, device, ndim, shape, dtype);
     *out = t;
   } else if (inv->allocate) {
@@ -186,17 +191,12 @@ static int rt_return_new_tensor(dlx_call *call, DLDevice device, int32_t ndim,
   if (__builtin_expect(!st->failed && i < st->max_results && i < 64 &&
                            (st->results_proved >> i & 1) && inv->out != NULL &&
                            (given = inv->out[i]) != NULL && ndim == given->ndim && ndim >= 0 &&
-                           ndim <= DLX_SIG_MAX_TENSOR_DIMS && (ndim == 0 || shape != NULL),
+                           ndim <= DLX_SIG_MAX_TENSOR_DIMS && (ndim == 0 || shape != NULL) &&
+                           same_result(given, device, ndim, shape, dtype),
                        1)) {
-    int32_t d = 0;
-    while (d < ndim && shape[d] == given->shape[d]) ++d;
-    if (d == ndim && given->dtype.code == dtype.code && given->dtype.bits == dtype.bits &&
-        given->dtype.lanes == dtype.lanes && given->device.device_type == device.device_type &&
-        given->device.device_id == device.device_id) {
-      *out = given;
-      inv->produced = i + 1;
-      return 0;
-    }
+    *out = given;
+    inv->produced = i + 1;
+    return 0;
   }
   return return_checked(call, device, ndim, shape, dtype, out);
 }

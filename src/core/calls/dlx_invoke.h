@@ -205,13 +205,14 @@ typedef struct dlx_torch_plain_at {
   int32_t counter_at;   /* version counter: the count (torch's std::atomic<uint32_t>) */
 } dlx_torch_plain_at;
 
-/* A plain torch tensor, laid out as the addon's torch lays it out, with the kinds of tensor
- * the addon checked last. No size field: an addon is built from this header (its identity
- * hashes it), so both sides always agree on this struct. The addon derives every offset from its torch's own accessors and
- * checks each on probe tensors before it offers any; a published struct is never written
- * again (a new one replaces it). The first, published with the hooks, has no kind yet
- * (nkinds 0, and kinds[0] holds a key set no tensor has). A tensor is described in line
- * only when every test holds; any other goes through `view`, which refuses or describes it. */
+/* A plain torch tensor, laid out as the addon's torch lays it out, with the kinds of tensor the
+ * addon checked last. No size field: an addon is built from this header (its identity hashes
+ * it), so both sides always agree on this struct. The addon derives every offset from its
+ * torch's own accessors and checks each on probe tensors before it offers any; a published
+ * struct is never written again (a new one replaces it). The first, published with the hooks,
+ * has no kind yet (nkinds 0, and kinds[0] holds a key set no tensor has). A tensor is described
+ * in line only when every test holds; any other goes through `view`, which refuses or describes
+ * it. */
 typedef struct dlx_torch_plain {
   const void *type;     /* the tensor's exact Python type (torch.Tensor) */
   const void *vtable;   /* a TensorImpl's first word when it is no subclass of TensorImpl */

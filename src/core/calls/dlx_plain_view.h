@@ -53,15 +53,14 @@ static inline __attribute__((always_inline)) const dlx_torch_plain_kind *dlx_pla
   return NULL;
 }
 
-/* 1 with *out as the addon's view describes `obj` (an object of type p->type), when it is
- * a plain tensor p describes; else 0, with *out and *version possibly written (meaning
- * nothing: the caller asks the addon's view). With `version` (a `mut`
- * parameter), only a tensor torch lets an in-place operation write, and *version its
- * counter, which the caller bumps after the kernel (as the view_mut hook gives it). `at` is
- * p->at, or the same offsets as constants (dlx_plain_view_known): the compiler then folds
- * them in. A tensor with autograd metadata (every view has some) is described when
- * torch's requires_grad() is false for it (asked through p->meta_no_grad: a view's answer
- * may be its base's). */
+/* 1 with *out as the addon's view describes `obj` (an object of type p->type), when it is a
+ * plain tensor p describes; else 0, with *out and *version possibly written (meaning
+ * nothing: the caller asks the addon's view). With `version` (a `mut` parameter), only a
+ * tensor torch lets an in-place operation write, and *version its counter, which the caller
+ * bumps after the kernel (as the view_mut hook gives it). `at` is p->at, or the same
+ * offsets as constants (dlx_plain_view_known): the compiler then folds them in. A tensor
+ * with autograd metadata (every view has some) is described when torch's requires_grad() is
+ * false for it (asked through p->meta_no_grad: a view's answer may be its base's). */
 static inline __attribute__((always_inline)) int dlx_plain_view(const dlx_torch_plain *p,
                                                                 const dlx_torch_plain_at at,
                                                                 const void *obj,
