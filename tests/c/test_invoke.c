@@ -412,6 +412,44 @@ static void test_proof_results(void **state) {
   dlx_sig_free(s);
 }
 
+/* x: f32[n] -> f32[m]: a result of 5 elements, then m and n read back */
+static int64_t m_read, n_read;
+static int result_then_sizes(dlx_call *call) {
+  DLTensor *x, *y;
+  int64_t five = 5;
+  return dlx_arg_tensor(call, 0, &x) ||
+         dlx_return_new_tensor(call, x->device, 1, &five, x->dtype, &y) ||
+         dlx_size(call, "m", &m_read) || dlx_size(call, "n", &n_read);
+}
+
+/* A call on a proof reads the proof's symbols in place (they are not copied per call); a
+ * result that binds one binds it in the call alone: the proof, shared by every later call,
+ * keeps it unbound. */
+static void test_proof_symbols_not_written(void **state) {
+  (void)state;
+  dlx_sig *s = plan("x: f32[n] -> f32[m]");
+  float xd[3] = {1, 2, 3}, yd[5] = {0};
+  int64_t n3 = 3, n5 = 5;
+  DLTensor x = tensor(xd, &n3, 1, f32), y = tensor(yd, &n5, 1, f32), *out[1] = {&y};
+  dlx_arg args[1] = {{.kind = DLX_ARG_TENSOR, .value.tensor = &x}};
+  dlx_invoke inv = {.fn = result_then_sizes, .plan = s, .name = "k", .args = args, .nargs = 1,
+                    .out = out, .nout = 1};
+  dlx_invoke_proof proof;
+  assert_int_equal(dlx_invoke_check(&inv, &proof), 0);
+  const int32_t m = dlx_sig_symbol_index(s, "m"), n = dlx_sig_symbol_index(s, "n");
+  assert_true(m >= 0 && n >= 0);
+  assert_int_equal(proof.value[m], -1);
+  for (int run = 0; run < 2; ++run) {
+    m_read = n_read = 0;
+    assert_int_equal(dlx_invoke_run_checked(&inv, &proof), 0);
+    assert_int_equal(m_read, 5);
+    assert_int_equal(n_read, 3);
+    assert_int_equal(proof.value[m], -1); /* the call's, not the proof's */
+    assert_int_equal(proof.value[n], 3);
+  }
+  dlx_sig_free(s);
+}
+
 static void test_api_struct(void **state) {
   (void)state;
   assert_int_equal(dlx_invoke_api_v1.version, DLX_INVOKE_API_VERSION);
@@ -431,6 +469,7 @@ int main(void) {
       cmocka_unit_test(test_result_counts),
       cmocka_unit_test(test_bind_from_attributes),
       cmocka_unit_test(test_check_then_run_checked),
+      cmocka_unit_test(test_proof_symbols_not_written),
       cmocka_unit_test(test_api_struct),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

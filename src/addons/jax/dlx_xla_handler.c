@@ -109,7 +109,9 @@ typedef struct instance {
                        3: not provable */
   const entry *e;
   int32_t nargs, nrets, nres, nmut, nparams;
-  int8_t buf_of[64];           /* tensor parameter i is buffer buf_of[i] of the call, else -1 */
+  int8_t param_of[MAX_BUFFERS]; /* buffer i is tensor parameter param_of[i], else -1 */
+  int8_t untensored[64];       /* the parameters no buffer is: nuntensored of them */
+  int32_t nuntensored;
   dlx_arg args[64];            /* scalars and Nones as bound; tensors set per call */
   dlx_bind_store store;        /* the str arguments that args point into */
   dlx_invoke_proof proof;      /* the size symbols the check bound */
@@ -307,29 +309,38 @@ static XLA_FFI_Error *run_proved(XLA_FFI_CallFrame *cf, const instance *in, DLDe
                                  void *stream) {
   const XLA_FFI_Api *x = cf->api;
   const int32_t na = in->nargs, nr = in->nrets;
-  DLTensor t[MAX_BUFFERS], *outs[16 /* DLX_SIG_MAX_RESULTS */];
+  DLTensor t[MAX_BUFFERS], *outs[MAX_BUFFERS]; /* outs: the first nres are the results */
+  dlx_arg args[64];
   if (cf->args.size != na || cf->rets.size != nr) goto changed;
-  for (int32_t i = 0; i < na; ++i)
+  /* each buffer compared with its proof, described, and made its parameter's argument in
+   * the same pass (the results' buffers are the first rets, the mut ones the rest) */
+  for (int32_t i = 0; i < na; ++i) {
     if (cf->args.types[i] != XLA_FFI_ArgType_BUFFER ||
         fill(&t[i], cf->args.args[i], &in->buf[i], dev))
       goto changed;
-  for (int32_t i = 0; i < nr; ++i)
+    const int p = in->param_of[i];
+    if (p >= 0) {
+      args[p].kind = DLX_ARG_TENSOR;
+      args[p].readonly = in->args[p].readonly;
+      args[p].value.tensor = &t[i];
+    }
+  }
+  for (int32_t i = 0; i < nr; ++i) {
     if (cf->rets.types[i] != XLA_FFI_RetType_BUFFER ||
         fill(&t[na + i], cf->rets.rets[i], &in->buf[na + i], dev))
       goto changed;
-  dlx_arg args[64]; /* a tensor's from this call's buffer, the rest as bound (one loop: no
-                       memcpy call for a few arguments) */
-  for (int32_t i = 0; i < in->nparams; ++i) {
-    const int b = in->buf_of[i];
-    if (b >= 0) {
-      args[i].kind = DLX_ARG_TENSOR;
-      args[i].readonly = in->args[i].readonly;
-      args[i].value.tensor = &t[b];
-    } else {
-      args[i] = in->args[i];
+    outs[i] = &t[na + i];
+    const int p = in->param_of[na + i];
+    if (p >= 0) {
+      args[p].kind = DLX_ARG_TENSOR;
+      args[p].readonly = in->args[p].readonly;
+      args[p].value.tensor = &t[na + i];
     }
   }
-  for (int32_t i = 0; i < in->nres; ++i) outs[i] = &t[na + i];
+  for (int32_t k = 0; k < in->nuntensored; ++k) { /* scalars and Nones as bound */
+    const int p = in->untensored[k];
+    args[p] = in->args[p];
+  }
   dlx_invoke inv; /* field by field: an initializer would zero the 1 KB message */
   inv.fn = in->e->h.fn;
   inv.plan = in->e->h.plan;
@@ -353,7 +364,8 @@ changed: /* XLA's shapes are static per call site: this is not reached */
 }
 
 /* Keep what this call proved in its instance (the caller won `ready` 0 -> 1); -1 when its
- * sequences do not fit (the call site then takes the full path every time). */
+ * sequences do not fit or a buffer is not one parameter's (the call site then takes the
+ * full path every time). */
 static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, const DLTensor *t,
                   int32_t nres, int32_t nmut) {
   in->e = e;
@@ -372,11 +384,18 @@ static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, cons
     q->data = in->seq + nseq;
     nseq += (size_t)q->len;
   }
+  memset(in->param_of, -1, sizeof in->param_of);
+  in->nuntensored = 0;
   for (int32_t i = 0; i < in->nparams; ++i) {
-    in->buf_of[i] = -1;
     if (in->args[i].kind == DLX_ARG_TENSOR) {
-      in->buf_of[i] = (int8_t)(in->args[i].value.tensor - t);
+      /* one parameter per buffer, as bound: anything else is never proved (every argument
+       * of a proved call is set from exactly one buffer or the instance) */
+      const ptrdiff_t b = in->args[i].value.tensor - t;
+      if (b < 0 || b >= in->nargs + in->nrets || in->param_of[b] >= 0) return -1;
+      in->param_of[b] = (int8_t)i;
       in->args[i].value.tensor = NULL; /* set per call */
+    } else {
+      in->untensored[in->nuntensored++] = (int8_t)i;
     }
   }
   int32_t used = 0;

@@ -26,6 +26,10 @@ typedef struct invoke_state {
   int32_t fused; /* doubles of fscratch in use */
   uint64_t results_proved; /* dlx_invoke_proof.results of the proof the call runs on */
   dlx_sig_bindings binds;
+  /* the size symbols' values as the kernel reads them: binds.value, or on a proved call the
+   * proof's own (not copied: most calls never ask) until a result is checked against the
+   * declaration, which may bind one (own_sizes) */
+  const int64_t *sizes;
   uint64_t made;  /* bit i: as_floats[i] is set (a mask, not a loop clearing pointers) */
   const double *as_floats[DLX_SIG_MAX_PARAMS];
   double fscratch[FSCRATCH];
@@ -91,12 +95,19 @@ static int same_shape(const DLTensor *t, int32_t ndim, const int64_t *shape) {
   return 1;
 }
 
-/* t is a result of this device, shape and dtype. */
+/* t is a result of this device, shape and dtype. DLDevice (two int32) and DLDataType
+ * (u8, u8, u16) have no padding: each is compared whole, as one word, which spares the
+ * fast path the registers (and their saves) of unpacking them field by field. */
 static inline int same_result(const DLTensor *t, DLDevice device, int32_t ndim,
                               const int64_t *shape, DLDataType dtype) {
-  return same_shape(t, ndim, shape) && t->dtype.code == dtype.code &&
-         t->dtype.bits == dtype.bits && t->dtype.lanes == dtype.lanes &&
-         t->device.device_type == device.device_type && t->device.device_id == device.device_id;
+  _Static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4, "DLPack's layout");
+  uint64_t d0, d1;
+  uint32_t t0, t1;
+  memcpy(&d0, &t->device, 8);
+  memcpy(&d1, &device, 8);
+  memcpy(&t0, &t->dtype, 4);
+  memcpy(&t1, &dtype, 4);
+  return d0 == d1 && t0 == t1 && same_shape(t, ndim, shape);
 }
 
 static void shape_text(int32_t ndim, const int64_t *shape, char *buf, size_t len) {
@@ -104,6 +115,13 @@ static void shape_text(int32_t ndim, const int64_t *shape, char *buf, size_t len
   for (int32_t d = 0; d < ndim && n < len; ++d)
     n += (size_t)snprintf(buf + n, len - n, d ? ", %lld" : "%lld", (long long)shape[d]);
   if (n < len) snprintf(buf + n, len - n, ndim == 1 ? ",)" : ")");
+}
+
+/* st->binds holds the call's symbols from here on (a proved call's were the proof's). */
+static void own_sizes(invoke_state *st) {
+  if (st->sizes == st->binds.value) return;
+  memcpy(st->binds.value, st->sizes, sizeof(int64_t) * (size_t)st->inv->plan->nsymbols);
+  st->sizes = st->binds.value;
 }
 
 /* The declaration's check of result i as the kernel asks for it: 0, or -1 with the error.
@@ -117,6 +135,7 @@ static __attribute__((noinline)) int result_refused(invoke_state *st, int32_t i,
   dlx_sig_fault fault;
   /* a caller that left the device zero (no DLPack device type is 0) calls on the CPU */
   DLDevice dev = inv->device.device_type ? inv->device : (DLDevice){kDLCPU, 0};
+  own_sizes(st);
   if (!dlx_derive_check_result(inv->plan, i, &asked, inv->args, dev, &st->binds, &fault))
     return 0;
   char msg[768];
@@ -208,11 +227,11 @@ static int rt_size(dlx_call *call, const char *symbol, int64_t *out) {
   if (k < 0)
     return fail(st, "ValueError", "dlx_size: '%s' is not a size symbol of its signature",
                 symbol ? symbol : "(null)");
-  if (st->binds.value[k] < 0)
+  if (st->sizes[k] < 0)
     return fail(st, "ValueError",
                 "dlx_size: size symbol '%s' is not bound in this call (no tensor given has it)",
                 symbol);
-  *out = st->binds.value[k];
+  *out = st->sizes[k];
   return 0;
 }
 
@@ -324,6 +343,7 @@ static int invoke(dlx_invoke *inv, const dlx_invoke_proof *checked, dlx_invoke_p
   st.failed = 0;
   st.fused = 0;
   st.results_proved = 0; /* invoke() checks every result against the declaration */
+  st.sizes = st.binds.value;
   inv->produced = 0;
   inv->error_kind[0] = inv->error[0] = '\0';
   if (!inv->name) inv->name = "kernel";
@@ -393,7 +413,7 @@ int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof) {
   inv->produced = 0;
   inv->error_kind[0] = inv->error[0] = '\0';
   if (!inv->name) inv->name = "kernel";
-  for (int32_t k = 0; k < s->nsymbols; ++k) st.binds.value[k] = proof->value[k];
+  st.sizes = proof->value;
   int rc = inv->fn(&st.pub);
   if (rc != 0 || st.failed) {
     if (!st.failed)

@@ -98,9 +98,11 @@ def test_later_runs_of_a_call_site_take_new_data(ck, kw):
     # optional tensors and mut buffers from the instance) with this run's buffers
     f = jax.jit(lambda x, o: ck.kinds(x, o=o, **kw))
     g = jax.jit(lambda x, y, out: ck.add3(x, y, out))
+    h = jax.jit(lambda x: ck.kinds(x, **kw))  # the optional tensor None, kept as bound
     for k in range(3):
         x, o = f32(6) + k, f32(6) + 10 * k
         close(f(x, o), ck.kinds(x, o=o, **kw))
+        close(h(x), ck.kinds(x, **kw))
         y, out = f32(4) * k, f32(4) + k
         close(g(x[:4], y, out), x[:4] + y)  # add3 writes out = x + y
 
