@@ -398,6 +398,15 @@ static void test_proof_results(void **state) {
   proof.results = 0;
   assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
   assert_string_equal(inv.error, too_long_words);
+  /* an out buffer the caller left NULL is refused, proved or not, never read */
+  out[0] = NULL;
+  inv.fn = scale;
+  for (proof.results = 0; proof.results < 2; ++proof.results) {
+    assert_int_equal(dlx_invoke_run_checked(&inv, &proof), -1);
+    assert_string_equal(inv.error_kind, "RuntimeError");
+    assert_non_null(strstr(inv.error, "result 0: the caller's out buffer is NULL"));
+  }
+  out[0] = &y;
   /* an out buffer that does not meet its result is not proved */
   y.shape = &n4;
   assert_int_equal(dlx_invoke_check(&inv, &proof), 0);

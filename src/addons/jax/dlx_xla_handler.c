@@ -390,8 +390,9 @@ static int prove(instance *in, const entry *e, const XLA_FFI_CallFrame *cf, cons
     if (in->args[i].kind == DLX_ARG_TENSOR) {
       /* one parameter per buffer, as bound: anything else is never proved (every argument
        * of a proved call is set from exactly one buffer or the instance) */
-      const ptrdiff_t b = in->args[i].value.tensor - t;
-      if (b < 0 || b >= in->nargs + in->nrets || in->param_of[b] >= 0) return -1;
+      int32_t b = 0; /* found by address: a pointer outside t has no difference with it */
+      while (b < in->nargs + in->nrets && &t[b] != in->args[i].value.tensor) ++b;
+      if (b == in->nargs + in->nrets || in->param_of[b] >= 0) return -1;
       in->param_of[b] = (int8_t)i;
       in->args[i].value.tensor = NULL; /* set per call */
     } else {
@@ -570,7 +571,8 @@ static XLA_FFI_Error *handle(XLA_FFI_CallFrame *cf, DLDeviceType device_type) {
     }
     dlx_arg now[64]; /* the instance's copy loses its tensors: run with this call's */
     memcpy(now, args, sizeof now[0] * (size_t)inv.nargs);
-    /* 3: never proved (sequences too long), the full path each time */
+    /* 3: never proved (sequences too long, or a buffer not one parameter's), the full
+     * path each time */
     atomic_store_explicit(&inst->ready, prove(inst, e, cf, t, nres, nmut) ? 3 : 2,
                           memory_order_release);
     proving = 0;

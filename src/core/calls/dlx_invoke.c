@@ -7,6 +7,7 @@
 #include "dlx_sig.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,7 +101,10 @@ static int same_shape(const DLTensor *t, int32_t ndim, const int64_t *shape) {
  * fast path the registers (and their saves) of unpacking them field by field. */
 static inline int same_result(const DLTensor *t, DLDevice device, int32_t ndim,
                               const int64_t *shape, DLDataType dtype) {
-  _Static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4, "DLPack's layout");
+  _Static_assert(sizeof(DLDeviceType) == 4 && offsetof(DLDevice, device_id) == 4 &&
+                     sizeof(DLDevice) == 8 && offsetof(DLDataType, lanes) == 2 &&
+                     sizeof(DLDataType) == 4,
+                 "DLDevice and DLDataType without padding (no -fshort-enums)");
   uint64_t d0, d1;
   uint32_t t0, t1;
   memcpy(&d0, &t->device, 8);
@@ -183,6 +187,7 @@ static __attribute__((noinline)) int return_checked(dlx_call *call, DLDevice dev
   if (inv->plan && !proved && result_refused(st, i, device, ndim, shape, dtype)) return -1;
   if (inv->out) {
     DLTensor *t = given;
+    if (!t) return fail(st, "RuntimeError", "result %d: the caller's out buffer is NULL", (int)i);
     if (!proved && !same_result(t, device, ndim, shape, dtype))
       return result_differs(st, i, t, device, ndim, shape, dtype);
     *out = t;

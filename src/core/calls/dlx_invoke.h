@@ -71,7 +71,8 @@ int dlx_invoke_check(dlx_invoke *inv, dlx_invoke_proof *proof);
  * included (only data pointers differ; an XLA call site, whose shapes are static), so the
  * per-argument checks are skipped. The kernel's results are still checked: each against
  * its out buffer, and against the declaration where the proof has not shown that out
- * buffer to meet it. */
+ * buffer to meet it. `proof` is read in place while the kernel runs (never written): it
+ * must stay alive and unchanged until the call returns. */
 int dlx_invoke_run_checked(dlx_invoke *inv, const dlx_invoke_proof *proof);
 
 /* ---- a compiled call's inputs to arguments ------------------------------------------- */
