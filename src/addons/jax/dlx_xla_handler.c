@@ -313,7 +313,9 @@ static XLA_FFI_Error *run_proved(XLA_FFI_CallFrame *cf, const instance *in, DLDe
   dlx_arg args[64];
   if (cf->args.size != na || cf->rets.size != nr) goto changed;
   /* each buffer compared with its proof, described, and made its parameter's argument in
-   * the same pass (the results' buffers are the first rets, the mut ones the rest) */
+   * the same pass (the results' buffers are the first rets, the mut ones the rest); the
+   * argument's block is written out in both loops: as one inline helper it cost 13 Ir a
+   * call (docs/design.md, "Cost (issue 33)") */
   for (int32_t i = 0; i < na; ++i) {
     if (cf->args.types[i] != XLA_FFI_ArgType_BUFFER ||
         fill(&t[i], cf->args.args[i], &in->buf[i], dev))
