@@ -46,6 +46,7 @@ class Registration:
         self.ops = ops
         self.skipped = skipped
         self.implementation = keep.get("implementation", "python")
+        self.file_key = None  # _file_key(lib) when registered
         self._keep = keep  # the torch.library.Library and the C++ registrations' owners
 
     def __repr__(self):
@@ -89,16 +90,21 @@ def register(lib, namespace, load_addon):
     if clash:
         raise ValueError(f"dlx.torch.register: namespace {namespace!r} cannot hold operators: "
                          f"{clash}; choose another")
+    key = _file_key(lib)
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
-            if reg.lib is lib or _by_file.get(_file_key(lib)) is reg:  # or a copy: adopted
+            # the same library, or a copy loaded from the same file (whatever other
+            # namespaces that file is registered under too): adopted
+            if reg.lib is lib or (key is not None and reg.file_key == key):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
         reg = _build(torch, lib, namespace, load_addon)
+        reg.file_key = key
         _registrations[namespace] = reg
-        _by_file.setdefault(_file_key(lib), reg)
+        if key is not None:
+            _by_file.setdefault(key, reg)  # the first registration answers dlx.load's adopt
         return reg
 
 

@@ -72,6 +72,12 @@ def test_registration(lib, reg):
     assert str(torch.ops.dlx_test_ops.scale.default._schema) == \
         "dlx_test_ops::scale(Tensor(a!) x, float a=2.) -> ()"
     assert dlx.torch.register(lib, NS) is reg  # the same library again: the same registration
+    # a copy (loaded again from the file) too, also once the file is registered elsewhere
+    assert dlx.torch.register(dlx.load(lib.path), NS) is reg
+    also = dlx.torch.register(dlx.load(lib.path), "dlx_test_ops_also")
+    assert also is not reg and also.file_key == reg.file_key
+    assert dlx.torch.register(dlx.load(lib.path), "dlx_test_ops_also") is also
+    assert dlx.torch.register(dlx.load(lib.path), NS) is reg
     other = dlx.load(BUILD / "kernels" / "sig_kernels.so")
     with pytest.raises(RuntimeError, match="namespace 'dlx_test_ops' is taken by"):
         dlx.torch.register(other, NS)

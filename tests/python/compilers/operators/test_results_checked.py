@@ -3,7 +3,7 @@ result breaks its declared shape, dtype or device is refused with dlx's error na
 kernel and the result, before anyone reads it: the direct call (numpy, torch), the operator
 (torch.ops.NS.k, C++ and the Python fallback), torch.compile (dlx speaks before inductor's
 own size assertion or a float64 buffer read as float32) and jax.jit. One C function decides
-(dlx_derive_check_result, unit-tested in tests/c/test_derive.c).
+(dlx_derive_check_result, unit-tested in tests/c/signatures/test_derive.c).
 
 Also the error kinds of a kernel's dlx_error through the operator and compiled code: the
 declared class, as the eager call raises it, not RuntimeError.
