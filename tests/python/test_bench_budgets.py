@@ -35,6 +35,7 @@ def passing():
     c.update(rows("pt", "pybind11", 260, 245))
     c["signed|pt3"] = 640
     c["signed|np3"] = c["dlx|np3"] + 3 * 40  # +40 Ir per array for the signature
+    c["signed kw|np3"] = c["signed|np3"] + 27  # the keywords, in declared order
     return c
 
 
@@ -53,7 +54,22 @@ def test_a_run_within_every_budget_meets_them_all():
     assert v["signed x, y mut, z: 3 torch tensors <= 651 (issue 33)"] == ("640", True)
     assert v["signed x, y mut, z: per numpy array over unsigned <= 44 (issue 33)"] == \
         ("40.0", True)
+    assert v["signed, 3 numpy arrays by keyword in declared order over by position <= 40"] == \
+        ("27", True)
     assert all(met for _, met in v.values()), v
+
+
+def test_keywords_in_order_over_their_price_fail_it():
+    """Keywords in declared order are read where vectorcall put them: binding them as a
+    def would (+157 Ir on 3 arrays before) fails the budget; no keyword row, no verdict."""
+    c = passing()
+    budget = "signed, 3 numpy arrays by keyword in declared order over by position <= 40"
+    c["signed kw|np3"] = c["signed|np3"] + 157
+    assert verdicts(c)[budget] == ("157", False)
+    c["signed kw|np3"] = c["signed|np3"] + 41
+    assert verdicts(c)[budget] == ("41", False)
+    del c["signed kw|np3"]
+    assert budget not in verdicts(c)
 
 
 def test_a_signature_over_its_price_per_numpy_array_fails_it():

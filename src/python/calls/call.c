@@ -1735,16 +1735,34 @@ static __attribute__((noinline)) PyObject *call_signed_bound(const dlx_kernel_in
   return signed_from_first(k, objs);
 }
 
+/* Whether the keywords name the parameters after the positional ones, each once, in
+ * declared order (`f(a, y=b, z=c)`, `f(x=a, y=b, z=c)`): vectorcall lays their values out
+ * right after the positional ones, so `args` is already in parameter order and there is
+ * nothing to bind. One pointer compare a keyword: the parameters' names are interned, and
+ * so are the keywords of a call written in source; any other name takes bind_args. */
+static inline int keywords_in_order(const dlx_kernel_info *k, Py_ssize_t nargs,
+                                     PyObject *kwnames) {
+  const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  if (nargs + nkw != k->sig->nparams) return 0;
+  PyObject *const *names = k->param_names + nargs;
+  for (Py_ssize_t j = 0; j < nkw; ++j)
+    if (PyTuple_GET_ITEM(kwnames, j) != names[j]) return 0;
+  return 1;
+}
+
 /* Kernels with a signature: bound to the declared parameters, each checked on the plan.
- * The usual call (all by position, a pure kernel) makes tail calls only: the loops' frames
- * are their own. */
+ * The usual call (all by position or by keyword in declared order, a pure kernel) makes
+ * tail calls only: the loops' frames are their own. */
 static PyObject *call_signed(const dlx_kernel_info *k, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
   const dlx_sig *sig = k->sig;
   if (__builtin_expect(kwnames != NULL || nargs != sig->nparams ||
                            (sig->options & DLX_SIG_EFFECTS) != 0,
-                       0))
+                       0)) {
+    if (kwnames && !(sig->options & DLX_SIG_EFFECTS) && keywords_in_order(k, nargs, kwnames))
+      return signed_from_first(k, args);
     return call_signed_bound(k, args, nargs, kwnames);
+  }
   return signed_from_first(k, args);
 }
 

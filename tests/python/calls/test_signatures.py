@@ -115,6 +115,39 @@ def test_keywords_and_defaults(sk):
     assert sk.kinds(a=2, f=[1, 2], d="héllo", c=True, b=3) == (2, 3.0, 1, 6, 3, 3.0, 6)
 
 
+def test_keywords_in_declared_order_bind_as_the_same_call(sk):
+    """Keywords naming the parameters after the positional ones, in declared order, are read
+    where vectorcall put them (nothing to bind); any other keywords are bound. Every form
+    of one call gives the same values, and an error names the parameter its value went to."""
+    vals = (2, 3.0, True, "héllo", (1, 2, 3), [0.5, 0.25])
+    names = ("a", "b", "c", "d", "e", "f")
+    want = (2, 3.0, 1, 6, 6, 0.75, 6)
+    assert sk.kinds(*vals) == want
+    for npos in range(len(vals) + 1):  # the first npos by position, the rest by keyword, in order
+        assert sk.kinds(*vals[:npos], **dict(zip(names[npos:], vals[npos:]))) == want, npos
+    assert sk.kinds(**dict(zip(reversed(names), reversed(vals)))) == want  # reversed: bound
+    made = ["".join(list(n)) for n in names]  # equal names, not the interned objects
+    assert sk.kinds(**dict(zip(made, vals))) == want
+    assert sk.kinds(vals[0], b=vals[1]) == (2, 3.0, 0, 3, 3, 0.25, 6)  # in order, defaults after
+    # a wrong value given by keyword in order: its own parameter's error
+    with pytest.raises(TypeError, match=r"^kinds\(\): 'c' must be bool, got int$"):
+        sk.kinds(a=1, b=1.0, c=1, d="x", e=(), f=())
+    with pytest.raises(TypeError, match=r"^kinds\(\): 'e' must be ints, got str$"):
+        sk.kinds(1, 1.0, c=False, d="x", e="no", f=())
+    # a keyword that repeats a positional parameter is refused, as by a def
+    with pytest.raises(TypeError, match=r"^kinds\(\) got multiple values for argument 'a'$"):
+        sk.kinds(1, a=1, b=1.0, c=False, d="x", e=())
+    # tensors by keyword in order reach the same checks as by position
+    x, out = f32(3, 4), np.zeros((3, 4), np.float32)
+    sk.softmax(x=x, out=out, axis=-1)
+    np.testing.assert_allclose(out, sk.softmax(x))
+    with pytest.raises(ValueError, match=r"^softmax\(\): 'out' is read-only"):
+        ro = np.zeros((3, 4), np.float32)
+        ro.flags.writeable = False
+        sk.softmax(x=x, out=ro, axis=-1)
+
+
+
 def test_declared_kinds_are_normalised_and_checked(sk):
     # an int for a float parameter arrives as a float, numpy scalars are numbers
     assert sk.kinds(np.int64(5), np.float32(0.25))[:2] == (5, 0.25)
