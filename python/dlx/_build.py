@@ -3,8 +3,9 @@ dlx's cache, checked and loaded as the torch addon is. User guide: docs/guide.md
 kernels from source").
 
 The cache key, compiler choice, command lines and CUDA architecture are decided in C
-(src/core/toolchain/dlx_build_plan.c); the build itself runs there too (dlx_kernel_build.c). This
-module gathers what only Python knows (the visible GPU) and raises BuildError."""
+(src/core/toolchain/compile/dlx_build_plan.c); the build itself runs there too
+(dlx_kernel_build.c). This module gathers what only Python knows (the visible GPU) and
+raises BuildError."""
 import os
 import shlex
 import sys

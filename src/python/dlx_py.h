@@ -409,7 +409,7 @@ PyObject *dlx_load(PyObject *self, PyObject *path);
  * have been moved to another number. */
 PyObject *dlx_load_fd(int *fd, PyObject *shown);
 
-/* ---- build.c: dlx.build (bindings of src/core/toolchain/dlx_kernel_build) ---- */
+/* ---- build.c: dlx.build (bindings of src/core/toolchain/compile/dlx_kernel_build) ---- */
 int dlx_build_init(PyObject *module);
 /* A progress line to stderr; callable without the GIL. */
 void dlx_say_stderr(void *ctx, const char *line);

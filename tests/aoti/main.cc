@@ -1,6 +1,6 @@
 // dlx_aoti_run: a C++ program without Python that registers dlx kernels as torch operators
 // (dlx_torch_register) and runs an AOTInductor package holding them. Driven by
-// tests/python/compilers/test_aoti_cxx.py:
+// tests/python/compilers/programs/test_aoti_cxx.py:
 //   dlx_aoti_run [--register LIB NS]... [--schema NS::NAME]... [--call NS::NAME N]...
 //                [--run PACKAGE INPUTS]
 // Each step prints one line: "register ok" / "register error: MESSAGE", the schema torch

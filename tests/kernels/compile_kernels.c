@@ -1,4 +1,4 @@
-/* Kernels for the compilers' tests (tests/python/compilers/: test_infer.py,
+/* Kernels for the compilers' tests (tests/python/compilers/programs: test_infer.py,
  * test_torch_compile.py): one per shape of declaration torch.compile / torch.export /
  * jax.jit must carry. Elementwise over any strides (dlx always passes strides). */
 #include <stdint.h>

@@ -1,6 +1,7 @@
-/* Kernels for the native-operator parity tests (tests/python/compilers/test_jax_parity.py,
- * test_jax_ffi_suite.py, test_torch_effects.py): kernels with effects (`; effects`), their
- * pure twins, and one that echoes its scalars as the kernel received them. */
+/* Kernels for the native-operator parity tests (tests/python/compilers/operators/:
+ * test_jax_parity.py, test_jax_ffi_suite.py, test_torch_effects.py): kernels with effects
+ * (`; effects`), their pure twins, and one that echoes its scalars as the kernel received
+ * them. */
 #include <stdint.h>
 
 #include <dlx/dlx.h>

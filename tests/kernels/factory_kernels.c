@@ -1,5 +1,5 @@
 /* Kernels without tensor arguments for the torch operators' tests
- * (tests/python/compilers/test_torch_operators.py): factory functions, which torch's
+ * (tests/python/compilers/operators/test_torch_operators.py): factory functions, which torch's
  * dispatcher cannot route by a tensor's device. Results go on the call's device (the CPU
  * for a call without tensors, as torch's own factory functions default to it). */
 #include <stdint.h>

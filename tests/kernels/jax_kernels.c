@@ -1,6 +1,6 @@
-/* Kernels for tests/python/compilers/test_jax_jit.py and the jax.jit benchmark rows: result counts
- * that break their declaration (an error under jax.jit, not garbage), and the no-op of the
- * benchmark. */
+/* Kernels for tests/python/compilers/programs/test_jax_jit.py and the jax.jit benchmark rows:
+ * result counts that break their declaration (an error under jax.jit, not garbage), and the no-op
+ * of the benchmark. */
 #include <dlx/dlx.h>
 
 /* Declares two results, makes one. */
@@ -34,7 +34,7 @@ DLX_KERNEL(noop3, "x: f32[n], y: f32[n] -> f32[n]") {
          dlx_return_new_tensor(call, x->device, 1, x->shape, x->dtype, &out);
 }
 
-/* Sharding probes (tests/python/compilers/test_jax_sharding.py, issue 32): each returns,
+/* Sharding probes (tests/python/compilers/programs/test_jax_sharding.py, issue 32): each returns,
  * beside its values, the number of elements its own call saw, so a sharded program shows
  * what every device's call received. */
 

@@ -1,7 +1,8 @@
-/* Kernels for tests/python/compilers/test_results_checked.py (issue 30): results that break
- * their declaration, which every path (the direct call, the operator, torch.compile, jax.jit)
- * must refuse with dlx's error before anyone reads them; results that keep it (data-dependent
- * sizes, "...", open dtypes); and dlx_error kinds that must reach Python as declared. */
+/* Kernels for tests/python/compilers/operators/test_results_checked.py (issue 30): results that
+ * break their declaration, which every path (the direct call, the operator, torch.compile,
+ * jax.jit) must refuse with dlx's error before anyone reads them; results that keep it
+ * (data-dependent sizes, "...", open dtypes); and dlx_error kinds that must reach Python as
+ * declared. */
 #include <stdint.h>
 #include <string.h>
 

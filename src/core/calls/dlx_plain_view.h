@@ -8,7 +8,7 @@
  * metadata, torch's requires_grad() for one with it, such as a view; default size
  * policies, a checked key set, dtype and device, a storage whose mutable access needs no
  * check, dims held in the TensorImpl); a tensor that fails one goes to the addon's view,
- * which describes or refuses it. Pure C over bytes: tests/c/test_plain_view.c runs it on
+ * which describes or refuses it. Pure C over bytes: tests/c/calls/test_plain_view.c runs it on
  * laid-out buffers.
  */
 #ifndef DLX_PLAIN_VIEW_H_

@@ -1,7 +1,7 @@
 /*
  * dlx_stream.h - which stream a call runs on, and how that stream is passed to a
  * producer's __dlpack__(stream=...). Pure functions over facts the CPython layer
- * gathers (src/python/calls/call.c, stream.c); unit-tested in tests/c/test_stream.c.
+ * gathers (src/python/calls/call.c, stream.c); unit-tested in tests/c/calls/test_stream.c.
  */
 #ifndef DLX_STREAM_H_
 #define DLX_STREAM_H_

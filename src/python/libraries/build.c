@@ -1,7 +1,8 @@
 /*
- * build.c - the CPython face of dlx.build (src/core/toolchain/dlx_kernel_build): arguments in,
- * the built library's path (and a checked descriptor to load it through) out. Facts
- * only Python knows (the visible GPU, the include folder) come from python/dlx/build.py.
+ * build.c - the CPython face of dlx.build (src/core/toolchain/compile/dlx_kernel_build):
+ * arguments in, the built library's path (and a checked descriptor to load it through)
+ * out. Facts only Python knows (the visible GPU, the include folder) come from
+ * python/dlx/_build.py.
  */
 #include <fcntl.h>
 #include <stdlib.h>
