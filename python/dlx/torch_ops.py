@@ -94,9 +94,12 @@ def register(lib, namespace, load_addon):
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
-            # the same library, or a copy loaded from the same file (whatever other
-            # namespaces that file is registered under too): adopted
-            if reg.lib is lib or (key is not None and reg.file_key == key):
+            if reg.lib is lib:
+                return reg
+            # a copy loaded from the same file (whatever other namespaces that file is
+            # registered under too): adopted, its kernels now this namespace's operators
+            if key is not None and reg.file_key == key:
+                _point_at(torch, lib, reg, keep=False)
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
@@ -131,13 +134,20 @@ def adopt(lib):
             return
         import torch
 
-        for name, op in reg.ops.items():
-            k = lib[name]
-            if k in _ops_of:
-                continue
-            _ops_of[k] = op
-            _trace_in_dynamo(torch, k, op)
-            k._mark_operator()
+        _point_at(torch, lib, reg, keep=True)
+
+
+def _point_at(torch, lib, reg, keep):
+    """Make `lib`'s kernels reg's operators (lib: a copy of reg.lib): traced, under torch's
+    modes, with autograd. keep: a kernel that is an operator already stays one (dlx.load's
+    adopt); else it becomes reg's (an explicit dlx.torch.register of the copy). Under _lock."""
+    for name, op in reg.ops.items():
+        k = lib[name]
+        if keep and k in _ops_of:
+            continue
+        _ops_of[k] = op
+        _trace_in_dynamo(torch, k, op)
+        k._mark_operator()
 
 
 def _namespace_clash(torch, namespace):

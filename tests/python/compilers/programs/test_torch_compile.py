@@ -72,12 +72,6 @@ def test_registration(lib, reg):
     assert str(torch.ops.dlx_test_ops.scale.default._schema) == \
         "dlx_test_ops::scale(Tensor(a!) x, float a=2.) -> ()"
     assert dlx.torch.register(lib, NS) is reg  # the same library again: the same registration
-    # a copy (loaded again from the file) too, also once the file is registered elsewhere
-    assert dlx.torch.register(dlx.load(lib.path), NS) is reg
-    also = dlx.torch.register(dlx.load(lib.path), "dlx_test_ops_also")
-    assert also is not reg and also.file_key == reg.file_key
-    assert dlx.torch.register(dlx.load(lib.path), "dlx_test_ops_also") is also
-    assert dlx.torch.register(dlx.load(lib.path), NS) is reg
     other = dlx.load(BUILD / "kernels" / "sig_kernels.so")
     with pytest.raises(RuntimeError, match="namespace 'dlx_test_ops' is taken by"):
         dlx.torch.register(other, NS)
@@ -204,6 +198,35 @@ def test_export_keeps_the_operator(lib, reg, strict):
     assert torch.ops.dlx_test_ops.minmax.default in targets
     x, y = torch.rand(3), torch.rand(2)
     assert torch.equal(ep.module()(x, y), M()(x, y))
+
+
+@needs_new
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_copy_registered_again_is_that_namespaces_operator(lib, reg, strict):
+    """A copy of a registered library (dlx.load of the same file) registered under a taken
+    namespace is adopted: the same Registration, and its kernels trace as that namespace's
+    operators, whatever other namespaces the file is registered under (in any order)."""
+    import dlx
+    import dlx.torch
+
+    def exported_targets(copy):
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return copy.outer(x, y)
+
+        ep = torch.export.export(M(), (torch.rand(3), torch.rand(2)), strict=strict)
+        return {n.target for n in ep.graph.nodes if n.op == "call_function"}
+
+    also_ns = f"dlx_test_ops_also_{int(strict)}"
+    also = dlx.torch.register(dlx.load(lib.path), also_ns)
+    assert also is not reg and also.file_key == reg.file_key
+    assert dlx.torch.register(dlx.load(lib.path), also_ns) is also
+    copy = dlx.load(lib.path)
+    assert dlx.torch.register(copy, NS) is reg
+    assert exported_targets(copy) == {torch.ops.dlx_test_ops.outer.default}
+    assert dlx.torch.register(copy, also_ns) is also  # the latest registration speaks
+    assert exported_targets(copy) == {getattr(torch.ops, also_ns).outer.default}
+    assert exported_targets(lib) == {torch.ops.dlx_test_ops.outer.default}  # lib keeps its own
 
 
 @needs_new
