@@ -94,11 +94,10 @@ def register(lib, namespace, load_addon):
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
-            if reg.lib is lib:
-                return reg
-            # a copy loaded from the same file (whatever other namespaces that file is
-            # registered under too): adopted, its kernels now this namespace's operators
-            if key is not None and reg.file_key == key:
+            # the same library, or a copy loaded from the same file (whatever other
+            # namespaces that file is registered under too): its kernels are now this
+            # namespace's operators again (a register elsewhere since may have moved them)
+            if reg.lib is lib or (key is not None and reg.file_key == key):
                 _point_at(torch, lib, reg, keep=False)
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
@@ -138,12 +137,14 @@ def adopt(lib):
 
 
 def _point_at(torch, lib, reg, keep):
-    """Make `lib`'s kernels reg's operators (lib: a copy of reg.lib): traced, under torch's
+    """Make `lib`'s kernels reg's operators (lib: reg.lib or a copy): traced, under torch's
     modes, with autograd. keep: a kernel that is an operator already stays one (dlx.load's
-    adopt); else it becomes reg's (an explicit dlx.torch.register of the copy). Under _lock."""
+    adopt); else it becomes reg's (an explicit dlx.torch.register). Code torch.compile
+    compiled before keeps the operator it traced (its guard is the kernel's identity).
+    Under _lock."""
     for name, op in reg.ops.items():
         k = lib[name]
-        if keep and k in _ops_of:
+        if (keep and k in _ops_of) or _ops_of.get(k) is op:
             continue
         _ops_of[k] = op
         _trace_in_dynamo(torch, k, op)

@@ -227,6 +227,25 @@ def test_a_copy_registered_again_is_that_namespaces_operator(lib, reg, strict):
     assert dlx.torch.register(copy, also_ns) is also  # the latest registration speaks
     assert exported_targets(copy) == {getattr(torch.ops, also_ns).outer.default}
     assert exported_targets(lib) == {torch.ops.dlx_test_ops.outer.default}  # lib keeps its own
+    # a registration's own library, registered elsewhere and back: each time the latest
+    assert dlx.torch.register(also.lib, NS) is reg
+    assert exported_targets(also.lib) == {torch.ops.dlx_test_ops.outer.default}
+    assert dlx.torch.register(also.lib, also_ns) is also
+    assert exported_targets(also.lib) == {getattr(torch.ops, also_ns).outer.default}
+    # the direct call under a torch mode is the operator too (the same mapping)
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        also.lib.outer(torch.rand(3), torch.rand(2))
+    assert getattr(torch.ops, also_ns).outer.default in seen or \
+        getattr(torch.ops, also_ns).outer in seen, seen
 
 
 @needs_new
