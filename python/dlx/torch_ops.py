@@ -46,7 +46,7 @@ class Registration:
         self.ops = ops
         self.skipped = skipped
         self.implementation = keep.get("implementation", "python")
-        self.file_key = None  # _file_key(lib) when registered
+        self.file_key = _file_key(lib)  # the file's identity when registered (None: no file)
         self._keep = keep  # the torch.library.Library and the C++ registrations' owners
 
     def __repr__(self):
@@ -103,10 +103,9 @@ def register(lib, namespace, load_addon):
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
         reg = _build(torch, lib, namespace, load_addon)
-        reg.file_key = key
         _registrations[namespace] = reg
-        if key is not None:
-            _by_file.setdefault(key, reg)  # the first registration answers dlx.load's adopt
+        if reg.file_key is not None:  # the first registration answers dlx.load's adopt
+            _by_file.setdefault(reg.file_key, reg)
         return reg
 
 
