@@ -114,6 +114,20 @@ def _file_args(path, origin):
     return path, origin[2]
 
 
+def loaded_key(path):
+    """The identity (device, inode, mtime, size) of the file `path` while it is still the
+    one this process loaded there; None when it changed or went since (what runs is then
+    no longer what is on disk). A library loaded without dlx.load: as the file is now."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    origin = _origins.get(path)
+    if origin is not None and origin[0] == "file" and origin[1] != _key(st):
+        return None
+    return _key(st)
+
+
 _content = {}  # path -> (stat key, digest) of built libraries named by content (dlx.jax)
 
 

@@ -20,7 +20,7 @@ imports it): dlx.torch.register passes in how to load the addon.
 import keyword
 import threading
 
-from . import _infer, torch_shard
+from . import _infer, _pickle, torch_shard
 from ._core import Kernel, Library
 
 MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dynamo polyfills
@@ -28,7 +28,7 @@ MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dy
 _lock = threading.Lock()
 _registrations = {}  # namespace -> Registration
 _ops_of = {}  # kernel -> its operator (OpOverloadPacket), for the traced-call hook
-_by_file = {}  # the file a registered library was loaded from (_file_key) -> Registration
+_by_file = {}  # a registered file's identity (_file_key) -> its first Registration
 
 _NAMES = {  # torch dtype attribute -> the grammar's name
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
@@ -40,13 +40,13 @@ class Registration:
     """What dlx.torch.register made: `.ops` (name -> torch.ops.<namespace>.<name>) and
     `.skipped` (name -> why it is not an operator)."""
 
-    def __init__(self, lib, namespace, ops, skipped, keep):
+    def __init__(self, lib, namespace, ops, skipped, keep, file_key):
         self.lib = lib
         self.namespace = namespace
         self.ops = ops
         self.skipped = skipped
         self.implementation = keep.get("implementation", "python")
-        self.file_key = _file_key(lib)  # the file's identity when registered (None: no file)
+        self.file_key = file_key  # lib's file as loaded (None: no file, or changed since)
         self._keep = keep  # the torch.library.Library and the C++ registrations' owners
 
     def __repr__(self):
@@ -64,8 +64,10 @@ def _torch_version(torch):
 
 def register(lib, namespace, load_addon):
     """Register every declared kernel of `lib` as torch.ops.<namespace>.<name>; see the
-    module's doc. The same lib under the same namespace again returns the same
-    Registration; another library under a taken namespace is a RuntimeError.
+    module's doc. The same lib, or a copy loaded from the same unchanged file, under the
+    same namespace again returns the same Registration, and its kernels are that
+    namespace's operators from then on; another library under a taken namespace is a
+    RuntimeError.
     load_addon(): loads dlx's torch addon for the operators' C++ implementations, raising
     when it cannot be built (dlx.torch's, which also decides the exchange table)."""
     if not isinstance(lib, Library):
@@ -102,7 +104,7 @@ def register(lib, namespace, load_addon):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
-        reg = _build(torch, lib, namespace, load_addon)
+        reg = _build(torch, lib, namespace, load_addon, key)
         _registrations[namespace] = reg
         if reg.file_key is not None:  # the first registration answers dlx.load's adopt
             _by_file.setdefault(reg.file_key, reg)
@@ -110,15 +112,10 @@ def register(lib, namespace, load_addon):
 
 
 def _file_key(lib):
-    """What identifies a library's content while it stays in place: its file's identity
-    and stamp (a file rebuilt since is another library: dlx.load loads it as a copy)."""
-    import os
-
-    try:
-        st = os.stat(lib.path)
-    except (OSError, TypeError, AttributeError):
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    """What identifies a library's content: its file's identity and stamp as loaded, while
+    the file keeps them; None once it changed or went (a file rebuilt since is another
+    library, which dlx.load loads as a copy: never the same operators as this one)."""
+    return _pickle.loaded_key(getattr(lib, "path", None))
 
 
 def adopt(lib):
@@ -145,8 +142,8 @@ def _point_at(torch, lib, reg, keep):
         k = lib[name]
         if (keep and k in _ops_of) or _ops_of.get(k) is op:
             continue
+        _trace_in_dynamo(torch, k, op)  # first: if it raises, a retry still points k
         _ops_of[k] = op
-        _trace_in_dynamo(torch, k, op)
         k._mark_operator()
 
 
@@ -185,7 +182,7 @@ def _fresh(sym):
     return torch.library.get_ctx().new_dynamic_size()
 
 
-def _build(torch, lib, namespace, load_addon):
+def _build(torch, lib, namespace, load_addon, file_key):
     try:
         library = torch.library.Library(namespace, "DEF")
     except RuntimeError as e:
@@ -223,13 +220,14 @@ def _build(torch, lib, namespace, load_addon):
         elif _may_lack_tensors(k):
             library.impl(name, _cpu_without_tensors(torch, k, ops[name]),
                          "CompositeExplicitAutograd")
-    for name, k in kernels.items():
-        _ops_of[k] = ops[name]
-        _trace_in_dynamo(torch, k, ops[name])
-        k._mark_operator()  # under a torch mode or the profiler, lib.NAME is the operator
     torch_shard.register(torch, kernels, ops)  # DTensor strategies, where torch has DTensor
     _claim_traced_calls(torch)
-    return Registration(lib, namespace, ops, skipped, keep)
+    # last: a step above that raises leaves no kernel pointing at a dropped library
+    for name, k in kernels.items():
+        _trace_in_dynamo(torch, k, ops[name])
+        _ops_of[k] = ops[name]
+        k._mark_operator()  # under a torch mode or the profiler, lib.NAME is the operator
+    return Registration(lib, namespace, ops, skipped, keep, file_key)
 
 
 def _mark_effects(library, namespace, kernels):

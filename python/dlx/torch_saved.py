@@ -15,7 +15,6 @@ it names).
 torch.export.load of a program whose operators are not registered fails with a generic
 "check the warnings above"; dlx.torch.load names the operators instead.
 """
-import hashlib
 import json
 import os
 import re
@@ -27,7 +26,6 @@ DIGEST_KEY = "dlx.digest."  # + namespace: the library's sha256, flat (AOTI meta
 _MAX_MANIFEST = 1 << 20  # a manifest is small: a larger one is not dlx's
 _TARGET = re.compile(r'"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)"')
 
-_digests = {}  # (path, file key) -> sha256: a library's file hashed once while unchanged
 
 
 def _registrations():
@@ -36,31 +34,22 @@ def _registrations():
     return torch_ops._registrations
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _digest(lib):
     """The sha256 of the file lib was loaded from, or None where that file changed (or
-    went) since: its content is then no longer known."""
-    from . import torch_ops
+    went) since: its content is then no longer known (hashing the new file would name
+    code this process does not run)."""
+    from . import _pickle
 
-    key = torch_ops._file_key(lib)
-    if key is None:
+    try:
+        return _pickle.content_digest(lib.path)
+    except ValueError:
         return None
-    got = _digests.get((lib.path, key))
-    if got is None:
-        got = _digests[(lib.path, key)] = _sha256(lib.path)
-    return got
 
 
 def manifest(program):
     """The manifest (a JSON text) of the dlx operators an ExportedProgram calls: per
-    namespace, the library's path and sha256 and each operator's schema."""
+    namespace, the library's path and sha256 and each operator's schema. RuntimeError
+    where a library changed on disk since it was loaded: no digest names what runs."""
     import torch
 
     regs = _registrations()
@@ -76,9 +65,16 @@ def manifest(program):
     namespaces = {}
     for ns, names in sorted(used.items()):
         reg = regs[ns]
+        sha = _digest(reg.lib)
+        if sha is None:
+            raise RuntimeError(
+                f"cannot save a program calling {ns}::{', '.join(sorted(names))}: the library "
+                f"{reg.lib.path} registered under {ns!r} changed on disk (or went) since it "
+                f"was loaded, so no digest names the kernels this process runs; load it "
+                f"again, register it and export again")
         namespaces[ns] = {
             "library": str(reg.lib.path),
-            "sha256": _digest(reg.lib),
+            "sha256": sha,
             "operators": {n: reg.lib[n]._schema for n in sorted(names)},
         }
     return json.dumps({"format": FORMAT, "namespaces": namespaces}, sort_keys=True)
@@ -221,10 +217,9 @@ def aoti_compile_and_package(program, *, package_path=None, inductor_configs=Non
     configs = dict(inductor_configs or {})
     metadata = dict(configs.get("aot_inductor.metadata") or {})
     text = metadata[MANIFEST] = manifest(program)
-    # flat entries a C++ program checks without a JSON parser (dlx_torch_check_package);
-    # a library changed on disk has no digest: "unknown", which that check refuses
+    # flat entries a C++ program checks without a JSON parser (dlx_torch_check_package)
     for ns, entry in json.loads(text)["namespaces"].items():
-        metadata[DIGEST_KEY + ns] = entry["sha256"] or "unknown"
+        metadata[DIGEST_KEY + ns] = entry["sha256"]
     configs["aot_inductor.metadata"] = metadata
     return torch._inductor.aoti_compile_and_package(program, package_path=package_path,
                                                     inductor_configs=configs)

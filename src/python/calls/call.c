@@ -559,6 +559,7 @@ static inline int32_t keyword_index(const dlx_kernel_info *k, int32_t np, int32_
   if (guess < np && names[guess] == key) return guess;
   for (int32_t i = 0; i < np; ++i)
     if (names[i] == key) return i;
+  if (!PyUnicode_Check(key)) return -1; /* from C only: Python refuses such names itself */
   for (int32_t i = 0; i < np; ++i)
     if (PyUnicode_Compare(key, names[i]) == 0) return i;
   return -1;

@@ -3,6 +3,7 @@ before the kernel runs, several results, dotted exception kinds, nogil, introspe
 stubs, and kernels built against the ABI before signatures."""
 import ast
 import inspect
+import re
 import subprocess
 import sys
 import threading
@@ -74,6 +75,27 @@ def test_misspelt_keywords_read_like_python(sk, wrong):
     with pytest.raises(TypeError) as e:
         sk.softmax(x, **{wrong: x})
     assert str(e.value) == want
+
+
+def test_a_keyword_name_that_is_no_str_is_refused_as_unexpected(sk):
+    """Python refuses such names before any call; a caller in C can still pass one, and the
+    kernel refuses it as a def's unexpected keyword (nothing compares it as a str)."""
+    import ctypes
+
+    vectorcall = ctypes.pythonapi.PyObject_Vectorcall
+    vectorcall.restype = ctypes.py_object
+    vectorcall.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.py_object), ctypes.c_size_t,
+                           ctypes.py_object]
+    x = f32(2, 2)
+    for name in (1, b"out", None):
+        args = (ctypes.py_object * 2)(x, x)
+        with pytest.raises(TypeError, match=r"^softmax\(\) got an unexpected keyword argument "
+                           + re.escape(f"'{name}'") + "$"):
+            vectorcall(sk.softmax, args, 1, (name,))
+    out = np.zeros((2, 2), np.float32)
+    args = (ctypes.py_object * 2)(x, out)
+    assert vectorcall(sk.softmax, args, 1, ("out",)) is None  # a str: bound as usual
+    np.testing.assert_allclose(out, sk.softmax(x))
 
 
 def test_arity_of_a_kernel_without_parameters(sk):

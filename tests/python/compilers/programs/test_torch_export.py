@@ -134,6 +134,55 @@ print(torch.equal(ep.module()(x, y), want))
     assert r.stdout.strip() == "True"
 
 
+def test_a_library_changed_on_disk_since_it_was_loaded_is_not_its_file(saved, tmp_path):
+    """What runs is what was loaded: once a registered library's file is replaced (other
+    bytes, a new inode), no digest or file identity of the new file stands for it. A
+    program calling it is not saved; a saved program is not served by it (even when the
+    new file holds the program's bytes); a library loaded through another path to the new
+    file is not its copy."""
+    path, link = tmp_path / "lib.so", tmp_path / "link.so"
+    replace = tmp_path / "replace.so"
+    with open(path, "wb") as f:  # LIB's kernels, other bytes (one byte appended)
+        f.write(LIB.read_bytes() + b"\0")
+    link.symlink_to(path)
+    r = child(saved, f"""
+import os
+lib = dlx.load({str(path)!r})
+replace = {str(replace)!r}
+with open(replace, "wb") as f:
+    f.write(open({str(LIB)!r}, "rb").read())  # the saved program's own library's bytes
+os.replace(replace, {str(path)!r})
+reg = dt.register(lib, {NS!r})
+print("key", reg.file_key)
+try:
+    dt.load({str(saved / "dlx.pt2")!r})
+except RuntimeError as e:
+    print("load |", e)
+class M(torch.nn.Module):
+    def forward(self, x, y):
+        return lib.outer(x, y)
+ep = torch.export.export(M(), (torch.rand(3), torch.rand(2)))
+for save in (lambda: dt.save(ep, {str(tmp_path / "p.pt2")!r}),
+             lambda: dt.aoti_compile_and_package(ep)):
+    try:
+        save()
+    except RuntimeError as e:
+        print("save |", e)
+try:
+    dt.register(dlx.load({str(link)!r}), {NS!r})
+except RuntimeError as e:
+    print("link |", e)
+""", register=None)
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "key None"
+    assert lines[1].startswith("load | ") and "changed on disk since it was loaded" in lines[1]
+    for line in lines[2:4]:
+        assert line.startswith("save | cannot save a program calling dlx_saved_ops::outer")
+        assert str(path) in line and "changed on disk" in line
+    assert lines[4].startswith("link | ") and "is taken by" in lines[4], lines
+    assert len(lines) == 5 and not (tmp_path / "p.pt2").exists()
+
+
 def _rewrite_manifest(src, dst, edit):
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for info in zin.infolist():
