@@ -93,6 +93,9 @@ def register(lib, namespace, load_addon):
         raise ValueError(f"dlx.torch.register: namespace {namespace!r} cannot hold operators: "
                          f"{clash}; choose another")
     key = _file_key(lib)
+    # the addon before _lock: its first build can take a minute, and every dlx.load takes
+    # _lock (adopt); a namespace taken already needs no addon
+    addon = _addon_outcome(load_addon) if namespace not in _registrations else load_addon
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
@@ -104,11 +107,25 @@ def register(lib, namespace, load_addon):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
-        reg = _build(torch, lib, namespace, load_addon, key)
+        reg = _build(torch, lib, namespace, addon, key)
         _registrations[namespace] = reg
         if reg.file_key is not None:  # the first registration answers dlx.load's adopt
             _by_file.setdefault(reg.file_key, reg)
         return reg
+
+
+def _addon_outcome(load_addon):
+    """load_addon() run now, as a function that gives its outcome again: returns, or raises
+    what it raised."""
+    try:
+        load_addon()
+    except Exception as e:  # noqa: BLE001 (_native_impls says why the addon is not used)
+        error = e  # `e` itself is unbound when the except clause ends
+
+        def failed():
+            raise error
+        return failed
+    return lambda: None
 
 
 def _file_key(lib):

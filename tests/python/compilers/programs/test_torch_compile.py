@@ -292,6 +292,31 @@ print(dt.installed())
     assert lines[3].startswith("Record(source='native'")  # no addon: torch's own table
 
 
+@needs_new
+def test_a_load_meanwhile_does_not_wait_for_the_addon_build(tmp_path):
+    """register builds the addon (a minute, the first time) before it takes the lock every
+    dlx.load takes: a library loaded meanwhile on another thread does not wait for it."""
+    r = run_python(f"""
+import threading, dlx, dlx.torch as dt
+entered, gate, out = threading.Event(), threading.Event(), []
+def slow_build(*args, **kwargs):
+    entered.set()
+    if not gate.wait(20):
+        raise RuntimeError("a dlx.load waited for the build")
+    raise RuntimeError("no compiler here")
+dt.ensure_addon = slow_build
+lib = dlx.load({str(BUILD / "kernels" / "compile_kernels.so")!r})
+t = threading.Thread(target=lambda: out.append(dt.register(lib, "meanwhile_ops")))
+t.start()
+assert entered.wait(60)
+other = dlx.load({str(BUILD / "kernels" / "factory_kernels.so")!r})
+gate.set()
+t.join()
+print(out[0].implementation)
+""", env={"DLX_CACHE_DIR": str(tmp_path / "cold")})
+    assert r.stdout.strip() == "python (torch addon unavailable: RuntimeError: no compiler here)"
+
+
 @pytest.mark.skipif(NEW_TORCH, reason="torch >= 2.5 registers")
 def test_old_torch_refuses(lib):
     import dlx.torch
