@@ -190,6 +190,7 @@ def load(path):
         # built by dlx.build: checked as the addon is, and loaded through that descriptor
         st = _os.stat(path)
         lib = _core.load_cached(path)
+        _pickle.note_loaded(lib, st)
         if path not in _pickle._origins:  # one dlx.build made here pickles by its sources
             _pickle.note_file(path, st)
         return _adopted(lib)
@@ -198,6 +199,7 @@ def load(path):
     first = _loaded.setdefault(path, key)
     if first == key:
         lib = _core.load(path)
+        _pickle.note_loaded(lib, st)
         _pickle.note_file(path, st)  # pickle.dumps(lib): by path and digest (dlx/_pickle.py)
         return _adopted(lib)
     import shutil
@@ -206,7 +208,9 @@ def load(path):
     copy = _os.path.join(tempfile.mkdtemp(prefix="dlx-reload-"), _os.path.basename(path))
     shutil.copy2(path, copy)
     lib = _core.load(copy)
-    _pickle.note_file(copy, _os.stat(copy))
+    st = _os.stat(copy)
+    _pickle.note_loaded(lib, st)
+    _pickle.note_file(copy, st)
     return lib
 
 

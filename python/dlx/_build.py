@@ -179,7 +179,9 @@ def _load_built(path, fd):
         return lib
     # Threads loading the same library at once all get the first one kept (setdefault is
     # one step, with or without a GIL); the others' loads are dropped (the same handle).
-    return _libraries.setdefault(key, _core.load_fd(fd, path))
+    lib = _core.load_fd(fd, path)
+    _pickle.note_loaded(lib, st)
+    return _libraries.setdefault(key, lib)
 
 
 _BUILD_OPTIONS = {"cflags": (), "ldflags": (), "include_dirs": (), "libraries": (),

@@ -20,6 +20,7 @@ import os
 import pickle
 import re
 import stat
+import weakref
 
 from . import _core
 
@@ -114,18 +115,30 @@ def _file_args(path, origin):
     return path, origin[2]
 
 
-def loaded_key(path):
-    """The identity (device, inode, mtime, size) of the file `path` while it is still the
-    one this process loaded there; None when it changed or went since (what runs is then
-    no longer what is on disk). A library loaded without dlx.load: as the file is now."""
+# a library's type (each load makes one of its own) -> its file's stat key at that load
+_as_loaded = weakref.WeakKeyDictionary()
+
+
+def note_loaded(lib, st):
+    """dlx.load, load_inline: `lib` was loaded from its file as it was when stat'ed as `st`."""
+    if type(lib) is not _core.Library:
+        _as_loaded[type(lib)] = _key(st)
+
+
+def loaded_key(lib):
+    """The identity (device, inode, mtime, size) of the file `lib` was loaded from, while
+    the file is still that one; None when it changed or went since (what runs is then no
+    longer what is on disk). Loaded without dlx.load: its path's record, else as it is now."""
+    path = getattr(lib, "path", None)
     try:
-        st = os.stat(path)
+        now = _key(os.stat(path))
     except (OSError, TypeError, ValueError):
         return None
-    origin = _origins.get(path)
-    if origin is not None and origin[0] == "file" and origin[1] != _key(st):
-        return None
-    return _key(st)
+    then = _as_loaded.get(type(lib))
+    if then is None:
+        origin = _origins.get(path)
+        then = origin[1] if origin is not None and origin[0] == "file" else now
+    return now if now == then else None
 
 
 _content = {}  # path -> (stat key, digest) of built libraries named by content (dlx.jax)

@@ -347,10 +347,16 @@ def register(lib, namespace):
     See dlx.torch_ops and docs/torch.md."""
     from .torch_ops import register as _register
 
-    return _register(lib, namespace, _addon_for_operators)
+    return _register(lib, namespace, _addon_for_operators, _build_addon_for_operators)
 
 
 ADDON_TABLE_ORIGIN = "dlx.torch.register built the addon for its operators"
+
+
+def _build_addon_for_operators():
+    """The addon built (or found) for register's operators, before register takes its lock:
+    the first build takes a minute. Raises when it cannot be built."""
+    ensure_addon(backend())
 
 
 def _addon_for_operators():

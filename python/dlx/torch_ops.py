@@ -62,14 +62,15 @@ def _torch_version(torch):
     return tuple(parts)
 
 
-def register(lib, namespace, load_addon):
+def register(lib, namespace, load_addon, build_addon=None):
     """Register every declared kernel of `lib` as torch.ops.<namespace>.<name>; see the
     module's doc. The same lib, or a copy loaded from the same unchanged file, under the
     same namespace again returns the same Registration, and its kernels are that
     namespace's operators from then on; another library under a taken namespace is a
     RuntimeError.
     load_addon(): loads dlx's torch addon for the operators' C++ implementations, raising
-    when it cannot be built (dlx.torch's, which also decides the exchange table)."""
+    when it cannot be built (dlx.torch's, which also decides the exchange table);
+    build_addon(): builds it only, run before the lock (None: load_addon builds)."""
     if not isinstance(lib, Library):
         what = (f"the kernel {lib.__name__!r}; register its library" if isinstance(lib, Kernel)
                 else type(lib).__name__)
@@ -93,9 +94,10 @@ def register(lib, namespace, load_addon):
         raise ValueError(f"dlx.torch.register: namespace {namespace!r} cannot hold operators: "
                          f"{clash}; choose another")
     key = _file_key(lib)
-    # the addon before _lock: its first build can take a minute, and every dlx.load takes
-    # _lock (adopt); a namespace taken already needs no addon
-    addon = _addon_outcome(load_addon) if namespace not in _registrations else load_addon
+    # the addon built before _lock: its first build can take a minute, and every dlx.load
+    # takes _lock (adopt); a namespace taken already needs none. It goes in force (the
+    # exchange table) only once the operators are defined.
+    built = _outcome(build_addon if namespace not in _registrations else None)
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
@@ -107,18 +109,20 @@ def register(lib, namespace, load_addon):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
-        reg = _build(torch, lib, namespace, addon, key)
+        reg = _build(torch, lib, namespace, lambda: (built(), load_addon()), key)
         _registrations[namespace] = reg
         if reg.file_key is not None:  # the first registration answers dlx.load's adopt
             _by_file.setdefault(reg.file_key, reg)
         return reg
 
 
-def _addon_outcome(load_addon):
-    """load_addon() run now, as a function that gives its outcome again: returns, or raises
-    what it raised."""
+def _outcome(step):
+    """step() run now (None: nothing to run), as a function that gives its outcome again:
+    returns, or raises what it raised."""
+    if step is None:
+        return lambda: None
     try:
-        load_addon()
+        step()
     except Exception as e:  # noqa: BLE001 (_native_impls says why the addon is not used)
         error = e  # `e` itself is unbound when the except clause ends
 
@@ -132,7 +136,7 @@ def _file_key(lib):
     """What identifies a library's content: its file's identity and stamp as loaded, while
     the file keeps them; None once it changed or went (a file rebuilt since is another
     library, which dlx.load loads as a copy: never the same operators as this one)."""
-    return _pickle.loaded_key(getattr(lib, "path", None))
+    return _pickle.loaded_key(lib)
 
 
 def adopt(lib):
@@ -239,7 +243,7 @@ def _build(torch, lib, namespace, load_addon, file_key):
                          "CompositeExplicitAutograd")
     torch_shard.register(torch, kernels, ops)  # DTensor strategies, where torch has DTensor
     _claim_traced_calls(torch)
-    # last: a step above that raises leaves no kernel pointing at a dropped library
+    # last: a step above that raises leaves no kernel pointing at operators now dropped
     for name, k in kernels.items():
         _trace_in_dynamo(torch, k, ops[name])
         _ops_of[k] = ops[name]

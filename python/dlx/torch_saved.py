@@ -34,16 +34,25 @@ def _registrations():
     return torch_ops._registrations
 
 
+_digests = {}  # (path, file key) -> sha256: a library's file hashed once while unchanged
+
+
 def _digest(lib):
     """The sha256 of the file lib was loaded from, or None where that file changed (or
-    went) since: its content is then no longer known (hashing the new file would name
-    code this process does not run)."""
+    went, or cannot be read) since: its content is then no longer known (hashing the new
+    file would name code this process does not run)."""
     from . import _pickle
 
-    try:
-        return _pickle.content_digest(lib.path)
-    except ValueError:
+    key = _pickle.loaded_key(lib)
+    if key is None:
         return None
+    got = _digests.get((lib.path, key))
+    if got is None:
+        try:
+            got = _digests[(lib.path, key)] = _pickle._sha256(lib.path)
+        except OSError:
+            return None
+    return got
 
 
 def manifest(program):
@@ -71,7 +80,8 @@ def manifest(program):
                 f"cannot save a program calling {ns}::{', '.join(sorted(names))}: the library "
                 f"{reg.lib.path} registered under {ns!r} changed on disk (or went) since it "
                 f"was loaded, so no digest names the kernels this process runs; load it "
-                f"again, register it and export again")
+                f"again and register it under another namespace (or in a new process), "
+                f"then export again")
         namespaces[ns] = {
             "library": str(reg.lib.path),
             "sha256": sha,

@@ -317,6 +317,23 @@ print(out[0].implementation)
     assert r.stdout.strip() == "python (torch addon unavailable: RuntimeError: no compiler here)"
 
 
+@needs_new
+def test_a_register_torch_refuses_puts_no_table_in_force():
+    """The addon built ahead of register's lock goes in force only once the operators are
+    defined: a namespace torch refuses (another Library holds it) leaves the choice open."""
+    r = run_python(f"""
+import torch, dlx, dlx.torch as dt
+held = torch.library.Library("held_ops", "DEF")
+lib = dlx.load({str(BUILD / "kernels" / "compile_kernels.so")!r})
+try:
+    dt.register(lib, "held_ops")
+except RuntimeError as e:
+    print("refused:", "torch refuses namespace 'held_ops'" in str(e))
+print(dt.installed())
+""")
+    assert r.stdout.splitlines() == ["refused: True", "None"]
+
+
 @pytest.mark.skipif(NEW_TORCH, reason="torch >= 2.5 registers")
 def test_old_torch_refuses(lib):
     import dlx.torch

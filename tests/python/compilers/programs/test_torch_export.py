@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from conftest import BUILD, run_python
+from conftest import BUILD, ROOT, run_python
 
 torch = pytest.importorskip("torch")
 
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
 NS = "dlx_saved_ops"  # this module's: the children register it the same way
 LIB = BUILD / "kernels" / "compile_kernels.so"
 OTHER = BUILD / "kernels" / "factory_kernels.so"
+LIB_SOURCE = ROOT / "tests" / "kernels" / "compile_kernels.c"
 
 
 class Model(torch.nn.Module if NEW_TORCH else object):
@@ -181,6 +182,42 @@ except RuntimeError as e:
         assert str(path) in line and "changed on disk" in line
     assert lines[4].startswith("link | ") and "is taken by" in lines[4], lines
     assert len(lines) == 5 and not (tmp_path / "p.pt2").exists()
+
+
+def test_each_load_of_a_cache_file_is_named_by_the_file_it_loaded(tmp_path):
+    """A file in dlx's cache replaced at its path (republished: here its own bytes under a
+    new inode) is a new file for what loads it next, and no longer the one an earlier load
+    runs: a program calling the earlier library is not saved, one calling the later is,
+    named by the file's digest."""
+    r = run_python(f"""
+import hashlib, json, os, shutil, torch, dlx, dlx.torch as dt
+from dlx import torch_saved
+path = dlx.build([{str(LIB_SOURCE)!r}])
+first = dlx.load(path)
+dt.register(first, "cache_first")
+shutil.copyfile(path, path + ".new")
+os.replace(path + ".new", path)
+second = dlx.load(path)
+dt.register(second, "cache_second")
+class M(torch.nn.Module):
+    def __init__(self, lib):
+        super().__init__()
+        self.lib = lib
+    def forward(self, x, y):
+        return self.lib.outer(x, y)
+for name, lib in (("first", first), ("second", second)):
+    ep = torch.export.export(M(lib), (torch.rand(3), torch.rand(2)))
+    saved = os.path.join({str(tmp_path)!r}, name + ".pt2")
+    try:
+        dt.save(ep, saved)
+    except RuntimeError as e:
+        print(name, "refused", "changed on disk" in str(e))
+    else:
+        ns = json.loads(torch_saved._read_extra(saved))
+        sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        print(name, "saved", ns["namespaces"]["cache_" + name]["sha256"] == sha)
+""", env={"DLX_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.stdout.splitlines() == ["first refused True", "second saved True"]
 
 
 def _rewrite_manifest(src, dst, edit):
