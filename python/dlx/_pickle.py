@@ -141,6 +141,24 @@ def loaded_key(lib):
     return now if now == then else None
 
 
+_loaded_digests = {}  # (path, loaded_key) -> sha256: a file hashed once while unchanged
+
+
+def loaded_digest(lib):
+    """The sha256 of the file `lib` was loaded from, or None where that file changed, went
+    or cannot be read since (hashing a new file would name code this process does not run)."""
+    key = loaded_key(lib)
+    if key is None:
+        return None
+    got = _loaded_digests.get((lib.path, key))
+    if got is None:
+        try:
+            got = _loaded_digests[(lib.path, key)] = _sha256(lib.path)
+        except OSError:
+            return None
+    return got
+
+
 _content = {}  # path -> (stat key, digest) of built libraries named by content (dlx.jax)
 
 

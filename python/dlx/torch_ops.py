@@ -28,7 +28,8 @@ MIN_TORCH = (2, 5)  # torch.library.register_fake / custom ops' fake context, dy
 _lock = threading.Lock()
 _registrations = {}  # namespace -> Registration
 _ops_of = {}  # kernel -> its operator (OpOverloadPacket), for the traced-call hook
-_by_file = {}  # a registered file's identity (_file_key) -> its first Registration
+_by_file = {}  # a registered file's identity as loaded (_pickle.loaded_key) -> its first
+#               Registration (a file changed since is another library: none)
 
 _NAMES = {  # torch dtype attribute -> the grammar's name
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
@@ -93,11 +94,16 @@ def register(lib, namespace, load_addon, build_addon=None):
     if clash:
         raise ValueError(f"dlx.torch.register: namespace {namespace!r} cannot hold operators: "
                          f"{clash}; choose another")
-    key = _file_key(lib)
+    key = _pickle.loaded_key(lib)
     # the addon built before _lock: its first build can take a minute, and every dlx.load
     # takes _lock (adopt); a namespace taken already needs none. It goes in force (the
     # exchange table) only once the operators are defined.
-    built = _outcome(build_addon if namespace not in _registrations else None)
+    unbuilt = None  # why it could not be built
+    if build_addon is not None and namespace not in _registrations:
+        try:
+            build_addon()
+        except Exception as e:  # noqa: BLE001 (_native_impls says why the addon is not used)
+            unbuilt = e
     with _lock:
         reg = _registrations.get(namespace)
         if reg is not None:
@@ -109,41 +115,18 @@ def register(lib, namespace, load_addon, build_addon=None):
                 return reg
             raise RuntimeError(f"dlx.torch.register: namespace {namespace!r} is taken by "
                                f"{reg.lib.path}; choose another for {lib.path}")
-        reg = _build(torch, lib, namespace, lambda: (built(), load_addon()), key)
+        reg = _build(torch, lib, namespace, load_addon, unbuilt, key)
         _registrations[namespace] = reg
         if reg.file_key is not None:  # the first registration answers dlx.load's adopt
             _by_file.setdefault(reg.file_key, reg)
         return reg
 
 
-def _outcome(step):
-    """step() run now (None: nothing to run), as a function that gives its outcome again:
-    returns, or raises what it raised."""
-    if step is None:
-        return lambda: None
-    try:
-        step()
-    except Exception as e:  # noqa: BLE001 (_native_impls says why the addon is not used)
-        error = e  # `e` itself is unbound when the except clause ends
-
-        def failed():
-            raise error
-        return failed
-    return lambda: None
-
-
-def _file_key(lib):
-    """What identifies a library's content: its file's identity and stamp as loaded, while
-    the file keeps them; None once it changed or went (a file rebuilt since is another
-    library, which dlx.load loads as a copy: never the same operators as this one)."""
-    return _pickle.loaded_key(lib)
-
-
 def adopt(lib):
     """dlx.load's hook: a library loaded again from a registered library's file (a second
     dlx.load, an unpickled copy in this process) has the same kernels, so its `lib.NAME`
     is the same operator, inside torch.compile and on the direct call."""
-    key = _file_key(lib)
+    key = _pickle.loaded_key(lib)
     with _lock:
         reg = _by_file.get(key) if key is not None else None
         if reg is None or reg.lib is lib:
@@ -203,7 +186,7 @@ def _fresh(sym):
     return torch.library.get_ctx().new_dynamic_size()
 
 
-def _build(torch, lib, namespace, load_addon, file_key):
+def _build(torch, lib, namespace, load_addon, unbuilt, file_key):
     try:
         library = torch.library.Library(namespace, "DEF")
     except RuntimeError as e:
@@ -231,7 +214,7 @@ def _build(torch, lib, namespace, load_addon, file_key):
         qual = f"{namespace}::{name}"
         torch.library.register_fake(qual, _fake_for(torch, k), lib=library)
         ops[name] = getattr(getattr(torch.ops, namespace), name)
-    keep["implementation"] = _native_impls(kernels, namespace, keep, load_addon)
+    keep["implementation"] = _native_impls(kernels, namespace, keep, load_addon, unbuilt)
     for name, k in kernels.items():
         if keep["implementation"] != "addon":  # every device through Python, slower but there
             impl = _python_impl_for(k)
@@ -266,13 +249,16 @@ def _mark_effects(library, namespace, kernels):
         register(f"{namespace}::{name}", EffectType.ORDERED)
 
 
-def _native_impls(kernels, namespace, keep, load_addon):
+def _native_impls(kernels, namespace, keep, load_addon, unbuilt):
     """Implement the operators for CPU, CUDA/ROCm and PrivateUse1 in C++ (the torch addon,
     built once per torch through dlx's build cache), so a call never enters Python. Where
-    the addon cannot be built the Python implementation serves; says which, and why."""
+    the addon cannot be built (unbuilt: why, when register tried first) the Python
+    implementation serves; says which, and why."""
     from . import _core
 
     try:
+        if unbuilt is not None:
+            raise unbuilt
         load_addon()
     except Exception as e:  # no compiler, no torch headers: the Python implementation
         return f"python (torch addon unavailable: {type(e).__name__}: {e})"

@@ -20,6 +20,8 @@ import os
 import re
 import zipfile
 
+from . import _pickle
+
 MANIFEST = "dlx_operators.json"  # the extra file (torch.export) / metadata key (AOTI)
 FORMAT = 1
 DIGEST_KEY = "dlx.digest."  # + namespace: the library's sha256, flat (AOTI metadata)
@@ -27,32 +29,10 @@ _MAX_MANIFEST = 1 << 20  # a manifest is small: a larger one is not dlx's
 _TARGET = re.compile(r'"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)"')
 
 
-
 def _registrations():
     from . import torch_ops
 
     return torch_ops._registrations
-
-
-_digests = {}  # (path, file key) -> sha256: a library's file hashed once while unchanged
-
-
-def _digest(lib):
-    """The sha256 of the file lib was loaded from, or None where that file changed (or
-    went, or cannot be read) since: its content is then no longer known (hashing the new
-    file would name code this process does not run)."""
-    from . import _pickle
-
-    key = _pickle.loaded_key(lib)
-    if key is None:
-        return None
-    got = _digests.get((lib.path, key))
-    if got is None:
-        try:
-            got = _digests[(lib.path, key)] = _pickle._sha256(lib.path)
-        except OSError:
-            return None
-    return got
 
 
 def manifest(program):
@@ -74,7 +54,7 @@ def manifest(program):
     namespaces = {}
     for ns, names in sorted(used.items()):
         reg = regs[ns]
-        sha = _digest(reg.lib)
+        sha = _pickle.loaded_digest(reg.lib)
         if sha is None:
             raise RuntimeError(
                 f"cannot save a program calling {ns}::{', '.join(sorted(names))}: the library "
@@ -114,7 +94,7 @@ def check(text, what):
                 f"{what} calls the dlx operator{'s' if len(ops) > 1 else ''} {names} of the "
                 f"library {path} (sha256 {sha[:16]}), and no library is registered under "
                 f"{ns!r} in this process: {load} before loading it")
-        have = _digest(reg.lib)
+        have = _pickle.loaded_digest(reg.lib)
         if have != sha:
             now = ("changed on disk since it was loaded" if have is None
                    else f"sha256 {have[:16]}")
